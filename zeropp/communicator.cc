@@ -1,0 +1,518 @@
+#include "zeropp/communicator.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeropp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int kTagMask = 0x0FFFFFFF;
+constexpr int kP2PTagBit = 0x10000000;
+// Point-to-point operations are numbered apart from collectives: ranks issue different p2p
+// sequences, while collective numbers must agree across the group.
+constexpr uint64_t kP2PSeqBase = uint64_t{1} << 40;
+
+std::string ProgressKey(int group_rank) { return absl::StrCat("progress/", group_rank); }
+
+// Offsets of `parts` near-equal chunks of `numel` elements (the first numel % parts get one more).
+std::vector<int64_t> EvenBounds(int64_t numel, int parts) {
+  std::vector<int64_t> b(parts + 1, 0);
+  int64_t base = numel / parts, rem = numel % parts;
+  for (int i = 0; i < parts; ++i) b[i + 1] = b[i] + base + (i < rem ? 1 : 0);
+  return b;
+}
+
+std::vector<int64_t> EqualBounds(int64_t chunk, int parts) {
+  std::vector<int64_t> b(parts + 1, 0);
+  for (int i = 0; i < parts; ++i) b[i + 1] = b[i] + chunk;
+  return b;
+}
+
+at::Tensor Chunk(const at::Tensor& flat, const std::vector<int64_t>& b, int i) {
+  return flat.narrow(0, b[i], b[i + 1] - b[i]);
+}
+
+void CheckContiguous(const at::Tensor& t, const char* what, const std::string& op) {
+  if (!t.defined() || !t.is_contiguous()) {
+    throw CommError(absl::StrCat(op, ": ", what, " must be a defined contiguous tensor"));
+  }
+}
+
+}  // namespace
+
+Communicator::Communicator(std::string name, int global_rank, std::vector<int> global_ranks,
+                           c10::intrusive_ptr<c10d::Store> store,
+                           c10::intrusive_ptr<c10d::Backend> backend, CommOptions options)
+    : name_(std::move(name)),
+      global_rank_(global_rank),
+      global_ranks_(std::move(global_ranks)),
+      store_(std::move(store)),
+      backend_(std::move(backend)),
+      options_(options),
+      log_(options.log_capacity) {
+  auto it = std::find(global_ranks_.begin(), global_ranks_.end(), global_rank_);
+  if (it == global_ranks_.end()) {
+    throw CommError(absl::StrCat("[rank ", global_rank_, "] group '", name_, "': rank is not a member of [",
+                                 absl::StrJoin(global_ranks_, ","), "]"));
+  }
+  rank_ = static_cast<int>(it - global_ranks_.begin());
+  if (backend_->getSize() != size() || backend_->getRank() != rank_) {
+    throw CommError(absl::StrCat("[rank ", global_rank_, "] group '", name_, "': backend has rank ",
+                                 backend_->getRank(), "/", backend_->getSize(), ", expected ", rank_,
+                                 "/", size()));
+  }
+  p2p_send_count_.assign(size(), 0);
+  p2p_recv_count_.assign(size(), 0);
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    stats_.by_kind[i].modeled = options_.algorithm == Algorithm::kNative &&
+                                static_cast<OpKind>(i) != OpKind::kSend &&
+                                static_cast<OpKind>(i) != OpKind::kRecv;
+  }
+  store_->set(ProgressKey(rank_), std::vector<uint8_t>{'0'});
+  worker_ = std::thread([this] { WorkerLoop(); });
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+}
+
+Communicator::~Communicator() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+    queue_cv_.notify_all();
+  }
+  worker_.join();
+  {
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    hb_cv_.notify_all();
+  }
+  heartbeat_.join();
+}
+
+std::string Communicator::backend_name() const { return backend_->getBackendName(); }
+
+CommStats Communicator::Stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+std::string Communicator::Describe(const OpRecord& r) const {
+  return absl::StrCat("[rank ", global_rank_, "] group '", name_, "' (", size(), " ranks) ",
+                      OpKindName(r.kind), " #", r.seq, " (", r.bytes, " bytes",
+                      r.peer >= 0 ? absl::StrCat(", peer ", r.peer) : "", ")");
+}
+
+std::string Communicator::Timeline() const {
+  std::vector<std::string> parts;
+  for (const auto& rec : log_.Snapshot()) parts.push_back(rec.ToString());
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string Communicator::DescribeMissing(uint64_t seq, const std::vector<int>& only_peers) const {
+  // Give the peers' heartbeat threads time to publish where they are.
+  std::this_thread::sleep_for(2 * options_.heartbeat + std::chrono::milliseconds(50));
+  std::vector<std::string> missing;
+  std::vector<int> peers = only_peers;
+  if (peers.empty()) {
+    for (int q = 0; q < size(); ++q) peers.push_back(q);
+  }
+  for (int q : peers) {
+    if (q == rank_) continue;
+    std::string who = absl::StrCat(global_ranks_[q]);
+    try {
+      if (!store_->check({ProgressKey(q)})) {
+        missing.push_back(absl::StrCat(who, " (never joined)"));
+        continue;
+      }
+      auto raw = store_->get(ProgressKey(q));
+      uint64_t reached = 0;
+      (void)absl::SimpleAtoi(std::string(raw.begin(), raw.end()), &reached);
+      if (seq >= kP2PSeqBase) {
+        missing.push_back(absl::StrCat(who, " (did not match; its last collective was #", reached, ")"));
+      } else if (reached < seq) {
+        missing.push_back(absl::StrCat(who, " (last reached #", reached, ")"));
+      }
+    } catch (const std::exception& e) {
+      missing.push_back(absl::StrCat(who, " (store unreachable: ", e.what(), ")"));
+    }
+  }
+  if (missing.empty()) return "every rank reached this operation (a peer failed or is slow inside it)";
+  return absl::StrCat("ranks that never arrived: ", absl::StrJoin(missing, ", "));
+}
+
+void Communicator::Fail(const OpRecord& r, const std::string& what,
+                        const std::vector<int>& suspects) const {
+  throw CommError(absl::StrCat(Describe(r), ": ", what, "; ", DescribeMissing(r.seq, suspects),
+                               "; recent ops: ", Timeline()));
+}
+
+std::shared_ptr<CommWork> Communicator::Enqueue(OpKind kind, int64_t bytes, int peer,
+                                                std::function<void(const Task&)> run) {
+  Task task;
+  task.record.kind = kind;
+  task.record.bytes = bytes;
+  task.record.peer = peer;
+  task.run = std::move(run);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    task.record.seq = next_seq_++;
+    task.work = std::make_shared<CommWork>(task.record.seq, Describe(task.record), options_.timeout);
+    log_.Add(task.record);
+    {
+      std::lock_guard<std::mutex> slock(stats_mu_);
+      stats_[kind].ops += 1;
+    }
+    queue_.push_back(task);
+    queue_cv_.notify_all();
+  }
+  return task.work;
+}
+
+void Communicator::WorkerLoop() {
+  std::string broken;  // the first failure; later operations fail fast with it
+  while (true) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    entered_seq_.store(task.record.seq);
+    {
+      std::lock_guard<std::mutex> lock(hb_mu_);
+      hb_cv_.notify_all();
+    }
+    if (!broken.empty()) {
+      log_.SetState(task.record.seq, OpState::kFailed, NowUs());
+      task.work->MarkFailed(std::make_exception_ptr(
+          CommError(absl::StrCat(Describe(task.record), ": not run, group failed earlier: ", broken))));
+      continue;
+    }
+    log_.SetState(task.record.seq, OpState::kRunning, NowUs());
+    try {
+      task.run(task);
+      log_.SetState(task.record.seq, OpState::kDone, NowUs());
+      task.work->MarkDone();
+    } catch (const std::exception& e) {
+      log_.SetState(task.record.seq, OpState::kFailed, NowUs());
+      broken = absl::StrCat(OpKindName(task.record.kind), " #", task.record.seq);
+      task.work->MarkFailed(std::current_exception());
+    }
+  }
+}
+
+void Communicator::HeartbeatLoop() {
+  uint64_t published = 0;
+  std::unique_lock<std::mutex> lock(hb_mu_);
+  while (true) {
+    hb_cv_.wait_for(lock, options_.heartbeat);
+    uint64_t now = entered_seq_.load();
+    if (now != published) {
+      std::string v = absl::StrCat(now);
+      try {
+        store_->set(ProgressKey(rank_), std::vector<uint8_t>(v.begin(), v.end()));
+        published = now;
+      } catch (const std::exception&) {
+        // The store is gone (shutdown or master died); diagnosis will say so.
+      }
+    }
+    bool stop;
+    {
+      std::lock_guard<std::mutex> qlock(queue_mu_);
+      stop = stopping_ && queue_.empty();
+    }
+    if (stop) return;
+  }
+}
+
+void Communicator::P2PExchange(const OpRecord& r, at::Tensor send, int to, at::Tensor recv, int from,
+                               int tag, Clock::time_point deadline, OpKind kind) {
+  c10::intrusive_ptr<c10d::Work> rw, sw;
+  std::vector<at::Tensor> rv{recv}, sv{send};
+  bool do_recv = recv.defined() && recv.numel() > 0;
+  bool do_send = send.defined() && send.numel() > 0;
+  if (do_recv) rw = backend_->recv(rv, from, tag);
+  if (do_send) sw = backend_->send(sv, to, tag);
+  auto remaining = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  };
+  try {
+    if (do_recv) rw->wait(remaining());
+  } catch (const std::exception& e) {
+    Fail(r, absl::StrCat("receive from group rank ", from, " failed: ", e.what()), {});
+  }
+  try {
+    if (do_send) sw->wait(remaining());
+  } catch (const std::exception& e) {
+    Fail(r, absl::StrCat("send to group rank ", to, " failed: ", e.what()), {});
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  if (do_send) stats_[kind].bytes_sent += send.nbytes();
+  if (do_recv) stats_[kind].bytes_received += recv.nbytes();
+}
+
+void Communicator::RingAllGather(const OpRecord& r, at::Tensor flat, const std::vector<int64_t>& b,
+                                 OpKind kind) {
+  const int n = size();
+  const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+  const auto deadline = Clock::now() + options_.timeout;
+  const int tag = static_cast<int>(r.seq & kTagMask);
+  for (int s = 0; s < n - 1; ++s) {
+    int send_idx = (rank_ - s + n) % n;
+    int recv_idx = (rank_ - s - 1 + 2 * n) % n;
+    P2PExchange(r, Chunk(flat, b, send_idx), right, Chunk(flat, b, recv_idx), left, tag, deadline, kind);
+  }
+}
+
+void Communicator::RingReduceScatter(const OpRecord& r, at::Tensor in, at::Tensor out,
+                                     const std::vector<int64_t>& b, OpKind kind) {
+  const int n = size();
+  at::Tensor dest = out.defined() ? out : Chunk(in, b, rank_);
+  if (n == 1) {
+    if (out.defined()) out.copy_(in);
+    return;
+  }
+  const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+  const auto deadline = Clock::now() + options_.timeout;
+  const int tag = static_cast<int>(r.seq & kTagMask);
+  int64_t max_chunk = 0;
+  for (int i = 0; i < n; ++i) max_chunk = std::max(max_chunk, b[i + 1] - b[i]);
+  at::Tensor tmp_buf = at::empty({max_chunk}, in.options());
+  at::Tensor acc_buf = at::empty({max_chunk}, in.options());
+  at::Tensor to_send = Chunk(in, b, (rank_ - 1 + n) % n);
+  for (int s = 0; s < n - 1; ++s) {
+    int recv_idx = (rank_ - 2 - s + 2 * n) % n;
+    at::Tensor mine = Chunk(in, b, recv_idx);
+    at::Tensor tmp = tmp_buf.narrow(0, 0, mine.numel());
+    P2PExchange(r, to_send, right, tmp, left, tag, deadline, kind);
+    if (s == n - 2) {  // recv_idx == rank_: the fully reduced chunk
+      at::add_out(dest, mine, tmp);
+    } else {
+      at::Tensor acc = acc_buf.narrow(0, 0, mine.numel());
+      at::add_out(acc, mine, tmp);
+      to_send = acc;
+    }
+  }
+}
+
+void Communicator::ChainBroadcast(const OpRecord& r, at::Tensor flat, int root) {
+  const int n = size();
+  if (n == 1) return;
+  const int pos = (rank_ - root + n) % n;
+  const int prev = (rank_ - 1 + n) % n, next = (rank_ + 1) % n;
+  const auto deadline = Clock::now() + options_.timeout;
+  const int tag = static_cast<int>(r.seq & kTagMask);
+  const int64_t elem = std::max<int64_t>(1, options_.broadcast_chunk_bytes / flat.element_size());
+  for (int64_t off = 0; off < flat.numel(); off += elem) {
+    at::Tensor piece = flat.narrow(0, off, std::min(elem, flat.numel() - off));
+    if (pos > 0) P2PExchange(r, at::Tensor(), next, piece, prev, tag, deadline, OpKind::kBroadcast);
+    if (pos < n - 1) P2PExchange(r, piece, next, at::Tensor(), prev, tag, deadline, OpKind::kBroadcast);
+  }
+}
+
+void Communicator::WaitNative(const OpRecord& r, const c10::intrusive_ptr<c10d::Work>& w) {
+  try {
+    w->wait(options_.timeout);
+  } catch (const std::exception& e) {
+    Fail(r, absl::StrCat("backend ", backend_name(), " failed: ", e.what()), {});
+  }
+}
+
+void Communicator::CountModeled(OpKind kind, int64_t sent, int64_t received) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_[kind].bytes_sent += sent;
+  stats_[kind].bytes_received += received;
+}
+
+std::shared_ptr<CommWork> Communicator::AllGather(at::Tensor out, at::Tensor in) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' all_gather");
+  CheckContiguous(out, "output", op);
+  CheckContiguous(in, "input", op);
+  if (out.numel() != in.numel() * size() || out.scalar_type() != in.scalar_type()) {
+    throw CommError(absl::StrCat(op, ": output has ", out.numel(), " ", std::string(out.dtype().name()),
+                                 " elements, expected input numel(", in.numel(), ")*size(", size(),
+                                 ")=", in.numel() * size(), " ", std::string(in.dtype().name())));
+  }
+  const int64_t bytes = out.nbytes();
+  return Enqueue(OpKind::kAllGather, bytes, -1, [this, out, in](const Task& t) {
+    at::Tensor flat_out = out.view({-1}), flat_in = in.view({-1});
+    if (options_.algorithm == Algorithm::kNative) {
+      auto w = backend_->_allgather_base(flat_out, flat_in);
+      WaitNative(t.record, w);
+      int64_t moved = flat_out.nbytes() / size() * (size() - 1);
+      CountModeled(OpKind::kAllGather, moved, moved);
+      return;
+    }
+    auto b = EqualBounds(flat_in.numel(), size());
+    Chunk(flat_out, b, rank_).copy_(flat_in);
+    RingAllGather(t.record, flat_out, b, OpKind::kAllGather);
+  });
+}
+
+std::shared_ptr<CommWork> Communicator::ReduceScatter(at::Tensor out, at::Tensor in, ReduceOp rop) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' reduce_scatter");
+  CheckContiguous(out, "output", op);
+  CheckContiguous(in, "input", op);
+  if (in.numel() != out.numel() * size() || out.scalar_type() != in.scalar_type()) {
+    throw CommError(absl::StrCat(op, ": input has ", in.numel(), " ", std::string(in.dtype().name()),
+                                 " elements, expected output numel(", out.numel(), ")*size(", size(),
+                                 ")=", out.numel() * size(), " ", std::string(out.dtype().name())));
+  }
+  return Enqueue(OpKind::kReduceScatter, in.nbytes(), -1, [this, out, in, rop](const Task& t) {
+    at::Tensor flat_out = out.view({-1}), flat_in = in.view({-1});
+    if (options_.algorithm == Algorithm::kNative) {
+      auto w = backend_->_reduce_scatter_base(flat_out, flat_in);
+      WaitNative(t.record, w);
+      // Gloo implements reduce-scatter as a full all-reduce plus a local copy.
+      int64_t per = flat_in.nbytes() / size() * (size() - 1);
+      int64_t moved = backend_name() == "gloo" ? 2 * per : per;
+      CountModeled(OpKind::kReduceScatter, moved, moved);
+    } else {
+      RingReduceScatter(t.record, flat_in, flat_out, EqualBounds(flat_out.numel(), size()),
+                        OpKind::kReduceScatter);
+    }
+    if (rop == ReduceOp::kAvg) flat_out.div_(size());
+  });
+}
+
+std::shared_ptr<CommWork> Communicator::AllReduce(at::Tensor t_in, ReduceOp rop) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' all_reduce");
+  CheckContiguous(t_in, "tensor", op);
+  return Enqueue(OpKind::kAllReduce, t_in.nbytes(), -1, [this, t_in, rop](const Task& t) {
+    at::Tensor flat = t_in.view({-1});
+    if (options_.algorithm == Algorithm::kNative) {
+      std::vector<at::Tensor> v{flat};
+      auto w = backend_->allreduce(v);
+      WaitNative(t.record, w);
+      int64_t moved = 2 * (flat.nbytes() / size()) * (size() - 1);
+      CountModeled(OpKind::kAllReduce, moved, moved);
+    } else if (size() > 1) {
+      auto b = EvenBounds(flat.numel(), size());
+      RingReduceScatter(t.record, flat, at::Tensor(), b, OpKind::kAllReduce);
+      RingAllGather(t.record, flat, b, OpKind::kAllReduce);
+    }
+    if (rop == ReduceOp::kAvg) flat.div_(size());
+  });
+}
+
+std::shared_ptr<CommWork> Communicator::Broadcast(at::Tensor t_in, int root) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' broadcast");
+  CheckContiguous(t_in, "tensor", op);
+  if (root < 0 || root >= size()) {
+    throw CommError(absl::StrCat(op, ": root ", root, " outside group of ", size(), " ranks"));
+  }
+  return Enqueue(OpKind::kBroadcast, t_in.nbytes(), root, [this, t_in, root](const Task& t) {
+    at::Tensor flat = t_in.view({-1});
+    if (options_.algorithm == Algorithm::kNative) {
+      std::vector<at::Tensor> v{flat};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      WaitNative(t.record, backend_->broadcast(v, o));
+      bool last = (rank_ - root + size()) % size() == size() - 1;
+      CountModeled(OpKind::kBroadcast, last ? 0 : flat.nbytes(), rank_ == root ? 0 : flat.nbytes());
+      return;
+    }
+    ChainBroadcast(t.record, flat, root);
+  });
+}
+
+std::shared_ptr<CommWork> Communicator::Barrier() {
+  return Enqueue(OpKind::kBarrier, 0, -1, [this](const Task& t) {
+    if (size() == 1) return;
+    at::Tensor flat = at::empty({size()}, at::TensorOptions().dtype(at::kInt));
+    flat.fill_(1);
+    RingAllGather(t.record, flat, EqualBounds(1, size()), OpKind::kBarrier);
+  });
+}
+
+std::shared_ptr<CommWork> Communicator::Send(at::Tensor t, int peer) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' send");
+  CheckContiguous(t, "tensor", op);
+  if (peer < 0 || peer >= size() || peer == rank_) {
+    throw CommError(absl::StrCat(op, ": peer ", peer, " is not another rank of the group (size ", size(),
+                                 ", me ", rank_, ")"));
+  }
+  OpRecord r;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    r.seq = kP2PSeqBase + next_p2p_seq_++;
+    r.kind = OpKind::kSend;
+    r.bytes = t.nbytes();
+    r.peer = peer;
+    r.start_us = NowUs();
+    r.state = OpState::kRunning;
+    int tag = kP2PTagBit | static_cast<int>(p2p_send_count_[peer]++ & kTagMask);
+    std::vector<at::Tensor> v{t};
+    auto w = backend_->send(v, peer, tag);
+    log_.Add(r);
+    auto work = std::make_shared<CommWork>(r.seq, Describe(r), options_.timeout);
+    work->SetWaiter([this, w, r, t] {
+      try {
+        w->wait(options_.timeout);
+      } catch (const std::exception& e) {
+        log_.SetState(r.seq, OpState::kFailed, NowUs());
+        Fail(r, absl::StrCat("send failed: ", e.what()), {r.peer});
+      }
+      log_.SetState(r.seq, OpState::kDone, NowUs());
+    });
+    std::lock_guard<std::mutex> slock(stats_mu_);
+    stats_[OpKind::kSend].ops += 1;
+    stats_[OpKind::kSend].bytes_sent += t.nbytes();
+    return work;
+  }
+}
+
+std::shared_ptr<CommWork> Communicator::Recv(at::Tensor t, int peer) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' recv");
+  CheckContiguous(t, "tensor", op);
+  if (peer < 0 || peer >= size() || peer == rank_) {
+    throw CommError(absl::StrCat(op, ": peer ", peer, " is not another rank of the group (size ", size(),
+                                 ", me ", rank_, ")"));
+  }
+  OpRecord r;
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  r.seq = kP2PSeqBase + next_p2p_seq_++;
+  r.kind = OpKind::kRecv;
+  r.bytes = t.nbytes();
+  r.peer = peer;
+  r.start_us = NowUs();
+  r.state = OpState::kRunning;
+  int tag = kP2PTagBit | static_cast<int>(p2p_recv_count_[peer]++ & kTagMask);
+  std::vector<at::Tensor> v{t};
+  auto w = backend_->recv(v, peer, tag);
+  log_.Add(r);
+  auto work = std::make_shared<CommWork>(r.seq, Describe(r), options_.timeout);
+  work->SetWaiter([this, w, r, t] {
+    try {
+      w->wait(options_.timeout);
+    } catch (const std::exception& e) {
+      log_.SetState(r.seq, OpState::kFailed, NowUs());
+      Fail(r, absl::StrCat("receive failed: ", e.what()), {r.peer});
+    }
+    log_.SetState(r.seq, OpState::kDone, NowUs());
+  });
+  std::lock_guard<std::mutex> slock(stats_mu_);
+  stats_[OpKind::kRecv].ops += 1;
+  stats_[OpKind::kRecv].bytes_received += t.nbytes();
+  return work;
+}
+
+}  // namespace zeropp

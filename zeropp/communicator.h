@@ -1,0 +1,157 @@
+// communicator.h: one process group's collectives, counted and bounded in time.
+//
+// A Communicator wraps a c10d backend (ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA) for a
+// group of ranks. With Algorithm::kRing (the default on Gloo) zeropp runs its own bandwidth-
+// optimal algorithms over the backend's send/recv, so the bytes on the wire match theory:
+//   all-gather / reduce-scatter of S bytes (the full tensor): S*(N-1)/N sent and received per rank
+//   all-reduce of S bytes: 2*S*(N-1)/N (reduce-scatter then all-gather, uneven chunks allowed)
+//   broadcast of S bytes: a pipelined chain, S per rank except the last (sends) / root (receives)
+// Gloo's own reduce-scatter is an all-reduce underneath (2x the bytes); Algorithm::kNative keeps
+// the backend's collectives for comparison, with bytes from the backend's algorithm (`modeled`).
+//
+// Threads: collectives run in issue order on one worker thread per Communicator (the "comm
+// stream"), so compute on the caller thread overlaps them. Send/Recv are issued on the caller's
+// thread directly to the backend and complete in Wait(). A heartbeat thread publishes to the
+// store which collective this rank has reached, so a timeout can name the ranks that never arrived.
+//
+// Rule for all ranks: call collectives on every rank of the group in the same order with matching
+// sizes. Send(t, peer) on one rank pairs with Recv(t, me) on the peer, in order per pair.
+//
+//   Communicator comm("zero", my_global_rank, {0, 1, 2, 3}, store, backend, {});
+//   auto w = comm.AllGather(full, shard);   // full.numel() == shard.numel() * comm.size()
+//   ... compute ...
+//   w->Wait();                               // throws CommError on timeout / peer failure
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include "zeropp/comm_stats.h"
+#include "zeropp/comm_work.h"
+
+namespace c10d {
+class Backend;
+class Store;
+class Work;
+}  // namespace c10d
+
+namespace zeropp {
+
+enum class Algorithm { kRing, kNative };
+enum class ReduceOp { kSum, kAvg };
+
+struct CommOptions {
+  std::chrono::milliseconds timeout{60000};   // per operation
+  std::chrono::milliseconds heartbeat{200};   // progress publication period
+  size_t log_capacity = 64;                   // operations kept in the OpLog
+  Algorithm algorithm = Algorithm::kRing;
+  int64_t broadcast_chunk_bytes = 4 << 20;    // pipelining unit of the chain broadcast
+};
+
+class Communicator {
+ public:
+  // `store` must be private to this group (e.g. a PrefixStore); `backend` spans exactly
+  // `global_ranks` (group rank i = global_ranks[i]). Non-blocking apart from thread start.
+  Communicator(std::string name, int global_rank, std::vector<int> global_ranks,
+               c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Backend> backend,
+               CommOptions options);
+  // Waits for queued operations to finish (each bounded by its timeout), then stops threads.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // All take contiguous tensors and return immediately; the work completes on the comm thread.
+  // Shape errors throw CommError at once, on this rank.
+  // out.numel() == in.numel() * size(); out[i*n:(i+1)*n] = in of group rank i.
+  std::shared_ptr<CommWork> AllGather(at::Tensor out, at::Tensor in);
+  // in.numel() == out.numel() * size(); out = op over ranks of in[rank*n:(rank+1)*n].
+  std::shared_ptr<CommWork> ReduceScatter(at::Tensor out, at::Tensor in, ReduceOp op = ReduceOp::kSum);
+  // In place, any numel (chunks may be uneven).
+  std::shared_ptr<CommWork> AllReduce(at::Tensor t, ReduceOp op = ReduceOp::kSum);
+  // In place; `root` is a group rank.
+  std::shared_ptr<CommWork> Broadcast(at::Tensor t, int root);
+  // Point-to-point with a group rank; issued now on the caller's thread, completed in Wait().
+  std::shared_ptr<CommWork> Send(at::Tensor t, int peer);
+  std::shared_ptr<CommWork> Recv(at::Tensor t, int peer);
+  // Completes once every rank of the group has reached it.
+  std::shared_ptr<CommWork> Barrier();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(global_ranks_.size()); }
+  int global_rank() const { return global_rank_; }
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  const std::string& name() const { return name_; }
+  const CommOptions& options() const { return options_; }
+  std::string backend_name() const;
+
+  CommStats Stats() const;
+  std::vector<OpRecord> RecentOps() const { return log_.Snapshot(); }
+
+ private:
+  struct Task {
+    OpRecord record;
+    std::function<void(const Task&)> run;  // runs on the worker; throws on failure
+    std::shared_ptr<CommWork> work;
+  };
+
+  std::shared_ptr<CommWork> Enqueue(OpKind kind, int64_t bytes, int peer,
+                                    std::function<void(const Task&)> run);
+  void WorkerLoop();
+  void HeartbeatLoop();
+  std::string Describe(const OpRecord& r) const;
+  // Reads the peers' published progress and names those behind `seq` (or with no progress).
+  std::string DescribeMissing(uint64_t seq, const std::vector<int>& only_peers) const;
+  std::string Timeline() const;
+  [[noreturn]] void Fail(const OpRecord& r, const std::string& what,
+                         const std::vector<int>& suspects) const;
+
+  // Algorithms (worker thread).
+  void P2PExchange(const OpRecord& r, at::Tensor send, int to, at::Tensor recv, int from, int tag,
+                   std::chrono::steady_clock::time_point deadline, OpKind kind);
+  void RingAllGather(const OpRecord& r, at::Tensor flat, const std::vector<int64_t>& bounds, OpKind kind);
+  void RingReduceScatter(const OpRecord& r, at::Tensor flat_in, at::Tensor out_or_null,
+                         const std::vector<int64_t>& bounds, OpKind kind);
+  void ChainBroadcast(const OpRecord& r, at::Tensor flat, int root);
+  void WaitNative(const OpRecord& r, const c10::intrusive_ptr<c10d::Work>& w);
+  void CountModeled(OpKind kind, int64_t sent, int64_t received);
+
+  std::string name_;
+  int global_rank_;
+  int rank_;
+  std::vector<int> global_ranks_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  CommOptions options_;
+
+  mutable std::mutex stats_mu_;
+  CommStats stats_;
+  OpLog log_;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  uint64_t next_seq_ = 1;      // collectives: equal on every rank of the group
+  uint64_t next_p2p_seq_ = 0;  // point-to-point: local numbering
+  std::vector<uint64_t> p2p_send_count_;  // per peer, for tags
+  std::vector<uint64_t> p2p_recv_count_;
+
+  std::atomic<uint64_t> entered_seq_{0};
+  std::thread worker_;     // runs collectives in issue order
+  std::thread heartbeat_;  // publishes entered_seq_ to the store
+  std::mutex hb_mu_;
+  std::condition_variable hb_cv_;
+};
+
+}  // namespace zeropp
