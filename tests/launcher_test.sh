@@ -1,0 +1,99 @@
+#!/bin/bash
+# End-to-end launcher tests with real processes: a 4-rank run, a rank killed with SIGKILL
+# mid-collective, bad input, and a program started by hand with torchrun's variables.
+set -u
+RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
+LAUNCHER="$RUNFILES/tools/launcher"
+PROG="$RUNFILES/tests/dist_program"
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launcher.XXXXXX")"
+FAILS=0
+PASSES=0
+pass() { echo "PASS: $1"; PASSES=$((PASSES + 1)); }
+fail() { echo "FAIL: $1"; FAILS=$((FAILS + 1)); }
+free_port() { "$LAUNCHER" --help >/dev/null; echo $(( 20000 + RANDOM % 20000 )); }
+
+# 1. Four ranks complete, output prefixed by rank.
+out="$("$LAUNCHER" --nproc-per-node 4 -- "$PROG" 2>&1)"; rc=$?
+if [[ $rc -eq 0 ]] && [[ $(grep -c '^\[rank [0-3]\] rank [0-3] ok sum=10$' <<<"$out") -eq 4 ]]; then
+  pass "4-rank run"
+else
+  fail "4-rank run (rc=$rc): $out"
+fi
+
+# 2. SIGKILL one rank mid-collective: launcher exits non-zero within 15 s naming it, nothing left.
+PIDDIR="$WORK/pids"; mkdir -p "$PIDDIR"
+ZPP_PIDDIR="$PIDDIR" "$LAUNCHER" --nproc-per-node 4 -- "$PROG" --loop >"$WORK/kill.out" 2>&1 &
+LPID=$!
+for _ in $(seq 1 300); do [[ $(ls "$PIDDIR" | wc -l) -eq 4 ]] && break; sleep 0.1; done
+if [[ $(ls "$PIDDIR" | wc -l) -ne 4 ]]; then
+  fail "ranks did not start: $(cat "$WORK/kill.out")"
+else
+  PIDS="$(cat "$PIDDIR"/*.pid)"
+  sleep 0.5
+  start=$(date +%s%N)
+  kill -9 "$(cat "$PIDDIR/rank2.pid")"
+  wait $LPID; rc=$?
+  elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  last="$(grep '^zpp run:' "$WORK/kill.out")"
+  left=""
+  for p in $PIDS; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+  if [[ $rc -ne 0 && $elapsed_ms -le 15000 && -z "$left" ]] &&
+     [[ "$last" == *"rank 2 (pid "*") was killed by signal 9 (SIGKILL)"* ]] &&
+     [[ $(grep -c '^zpp run:' "$WORK/kill.out") -eq 1 ]]; then
+    pass "SIGKILL rank 2: rc=$rc in ${elapsed_ms} ms: $last"
+  else
+    fail "SIGKILL rank 2: rc=$rc elapsed=${elapsed_ms}ms left=[$left] last=[$last]"
+    cat "$WORK/kill.out"
+  fi
+fi
+
+# 3. Bad input: one clear line and a non-zero exit each.
+check_bad() {  # name expected-substring command...
+  local name="$1" expect="$2"; shift 2
+  local o; o="$("$@" 2>&1)"; local rc=$?
+  if [[ $rc -ne 0 && "$o" == *"$expect"* && $(wc -l <<<"$o") -eq 1 ]]; then
+    pass "$name: $o"
+  else
+    fail "$name: rc=$rc output=[$o] expected [$expect]"
+  fi
+}
+check_bad "nproc 0" "--nproc-per-node: got '0', expected an integer in [1, 1024]" \
+  "$LAUNCHER" --nproc-per-node 0 -- "$PROG"
+check_bad "nproc missing" "--nproc-per-node is required" "$LAUNCHER" -- "$PROG"
+check_bad "missing program" "program 'no-such-program-zpp' not found on PATH" \
+  "$LAUNCHER" --nproc-per-node 2 -- no-such-program-zpp
+check_bad "missing program path" "program '/nonexistent/prog' does not exist or is not executable" \
+  "$LAUNCHER" --nproc-per-node 2 -- /nonexistent/prog
+check_bad "malformed RANK" "RANK='x1' (expected an integer" \
+  env RANK=x1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 "$PROG"
+check_bad "missing MASTER_PORT" "MASTER_PORT is not set" \
+  env -u MASTER_PORT RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 "$PROG"
+
+# Port in use: a running job holds its store port; a second job on that port is refused, both by
+# the launcher and by a rank 0 started by hand.
+PORT=$(free_port)
+rm -f "$PIDDIR"/*
+ZPP_PIDDIR="$PIDDIR" "$LAUNCHER" --nproc-per-node 2 --master-port "$PORT" -- "$PROG" --loop >"$WORK/hold.out" 2>&1 &
+HPID=$!
+for _ in $(seq 1 300); do [[ $(ls "$PIDDIR" | wc -l) -eq 2 ]] && break; sleep 0.1; done
+check_bad "port in use (launcher)" "--master-port $PORT is in use on 127.0.0.1" \
+  "$LAUNCHER" --nproc-per-node 2 --master-port "$PORT" -- "$PROG"
+check_bad "port in use (rank 0)" "rank 0 could not listen (is the port in use?)" \
+  env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" "$PROG"
+kill -TERM $HPID; wait $HPID 2>/dev/null
+
+# 4. Started by hand with torchrun's variables, no launcher.
+PORT=$(free_port)
+for r in 0 1; do
+  env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+    "$PROG" >"$WORK/hand$r.out" 2>&1 &
+done
+wait
+if grep -q "rank 0 ok sum=3" "$WORK/hand0.out" && grep -q "rank 1 ok sum=3" "$WORK/hand1.out"; then
+  pass "by-hand torchrun environment"
+else
+  fail "by-hand: $(cat "$WORK"/hand*.out)"
+fi
+
+echo "$PASSES passed, $FAILS failed"
+[[ $FAILS -eq 0 ]]

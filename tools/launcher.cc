@@ -1,0 +1,358 @@
+// launcher: `zpp run`, a torchrun-compatible launcher for one node's ranks.
+//
+//   launcher --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
+//            -- PROGRAM ARGS...
+//
+// Starts N processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT (and OMP_NUM_THREADS=1 unless set), prefixes every output line with "[rank K] ",
+// and when any rank dies (non-zero exit or signal) stops the others (SIGTERM, then SIGKILL after
+// 5 s) and exits non-zero with one line naming the rank and how it died. Each rank runs in its own
+// process group and dies with the launcher (PR_SET_PDEATHSIG), so no process is left behind.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "zpp run: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+int ParseInt(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
+    Die(flag + ": got '" + v + "', expected an integer in [" + std::to_string(lo) + ", " +
+        std::to_string(hi) + "]");
+  }
+  return static_cast<int>(x);
+}
+
+struct Args {
+  int nproc = -1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = -1;
+  std::vector<std::string> program;
+};
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  int i = 1;
+  auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= argc) Die(flag + ": missing value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string f = argv[i];
+    if (f == "--") {
+      ++i;
+      break;
+    }
+    if (f == "--nproc-per-node" || f == "--nproc_per_node") {
+      a.nproc = ParseInt(f, value(f), 1, 1024);
+    } else if (f == "--nnodes") {
+      a.nnodes = ParseInt(f, value(f), 1, 1 << 16);
+    } else if (f == "--node-rank" || f == "--node_rank") {
+      a.node_rank = ParseInt(f, value(f), 0, (1 << 16) - 1);
+    } else if (f == "--master-addr" || f == "--master_addr") {
+      a.master_addr = value(f);
+    } else if (f == "--master-port" || f == "--master_port") {
+      a.master_port = ParseInt(f, value(f), 1, 65535);
+    } else if (f == "-h" || f == "--help") {
+      std::printf(
+          "usage: zpp run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
+          "--master-port P] -- PROGRAM ARGS...\n");
+      std::exit(0);
+    } else {
+      Die("unknown flag '" + f + "' (expected --nproc-per-node, --nnodes, --node-rank, "
+          "--master-addr, --master-port, then -- PROGRAM ARGS)");
+    }
+  }
+  for (; i < argc; ++i) a.program.push_back(argv[i]);
+  if (a.nproc < 0) Die("--nproc-per-node is required (an integer >= 1)");
+  if (a.node_rank >= a.nnodes) {
+    Die("--node-rank: got " + std::to_string(a.node_rank) + ", expected < --nnodes (" +
+        std::to_string(a.nnodes) + ")");
+  }
+  if (a.program.empty()) Die("no program given (expected: -- PROGRAM ARGS...)");
+  return a;
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+std::string ResolveProgram(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) {
+    if (!IsExecutableFile(prog)) Die("program '" + prog + "' does not exist or is not executable");
+    return prog;
+  }
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string dir = p.substr(start, end - start);
+    std::string cand = (dir.empty() ? "." : dir) + "/" + prog;
+    if (IsExecutableFile(cand)) return cand;
+    start = end + 1;
+  }
+  Die("program '" + prog + "' not found on PATH");
+}
+
+// Binds addr:port (port 0 = any); returns the bound port, or -1 with errno set.
+int TryBind(const std::string& addr, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    if (getaddrinfo(addr.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
+      close(fd);
+      Die("--master-addr: cannot resolve '" + addr + "'");
+    }
+    sa.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+    freeaddrinfo(res);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(fd, 1) != 0) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+struct Rank {
+  int local = 0;
+  int global = 0;
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+  std::string out_buf, err_buf;
+  bool exited = false;
+  int status = 0;
+};
+
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+void EmitLines(Rank& r, std::string& buf, FILE* to, bool flush_all) {
+  size_t pos;
+  while ((pos = buf.find('\n')) != std::string::npos) {
+    std::fprintf(to, "[rank %d] %.*s\n", r.global, static_cast<int>(pos), buf.data());
+    buf.erase(0, pos + 1);
+  }
+  if (flush_all && !buf.empty()) {
+    std::fprintf(to, "[rank %d] %s\n", r.global, buf.c_str());
+    buf.clear();
+  }
+  std::fflush(to);
+}
+
+std::string Describe(const Rank& r) {
+  std::string who = "rank " + std::to_string(r.global) + " (pid " + std::to_string(r.pid) + ")";
+  if (WIFSIGNALED(r.status)) {
+    int sig = WTERMSIG(r.status);
+    const char* abbrev = sigabbrev_np(sig);
+    return who + " was killed by signal " + std::to_string(sig) + " (SIG" + (abbrev ? abbrev : "?") +
+           ")";
+  }
+  return who + " exited with code " + std::to_string(WEXITSTATUS(r.status));
+}
+
+bool Failed(const Rank& r) {
+  return r.exited && (WIFSIGNALED(r.status) || WEXITSTATUS(r.status) != 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args = Parse(argc, argv);
+  std::string program = ResolveProgram(args.program[0]);
+  if (args.master_port < 0) {
+    if (args.nnodes == 1) {
+      args.master_port = TryBind(args.master_addr, 0);
+      if (args.master_port < 0) Die("cannot find a free port on " + args.master_addr + ": " + strerror(errno));
+    } else {
+      args.master_port = 29500;
+    }
+  } else if (args.node_rank == 0 && TryBind(args.master_addr, args.master_port) < 0) {
+    Die("--master-port " + std::to_string(args.master_port) + " is in use on " + args.master_addr +
+        " (" + strerror(errno) + "); choose another port");
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const int world = args.nnodes * args.nproc;
+  std::vector<Rank> ranks(args.nproc);
+  const pid_t launcher_pid = getpid();
+  for (int l = 0; l < args.nproc; ++l) {
+    Rank& r = ranks[l];
+    r.local = l;
+    r.global = args.node_rank * args.nproc + l;
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) Die(std::string("pipe: ") + strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) Die(std::string("fork: ") + strerror(errno));
+    if (pid == 0) {
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher_pid) _exit(1);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      close(out[0]);
+      close(out[1]);
+      close(err[0]);
+      close(err[1]);
+      setenv("RANK", std::to_string(r.global).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(l).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(args.nproc).c_str(), 1);
+      setenv("GROUP_RANK", std::to_string(args.node_rank).c_str(), 1);
+      setenv("MASTER_ADDR", args.master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(args.master_port).c_str(), 1);
+      setenv("OMP_NUM_THREADS", "1", 0);
+      std::vector<char*> av;
+      for (auto& s : args.program) av.push_back(const_cast<char*>(s.c_str()));
+      av.push_back(nullptr);
+      execv(program.c_str(), av.data());
+      std::fprintf(stderr, "exec %s: %s\n", program.c_str(), strerror(errno));
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    close(out[1]);
+    close(err[1]);
+    r.pid = pid;
+    r.out_fd = out[0];
+    r.err_fd = err[0];
+  }
+
+  const Rank* first_failure = nullptr;
+  int stop_signal = 0;
+  bool stopping = false;
+  Clock::time_point kill_deadline;
+  auto stop_all = [&](int sig) {
+    for (auto& r : ranks) {
+      if (!r.exited) kill(-r.pid, sig);
+    }
+  };
+
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is_stdout)
+    for (auto& r : ranks) {
+      if (r.out_fd >= 0) {
+        fds.push_back({r.out_fd, POLLIN, 0});
+        owners.push_back({&r, true});
+      }
+      if (r.err_fd >= 0) {
+        fds.push_back({r.err_fd, POLLIN, 0});
+        owners.push_back({&r, false});
+      }
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 100);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Rank& r = *owners[k].first;
+      bool is_out = owners[k].second;
+      char buf[65536];
+      ssize_t n = read(fds[k].fd, buf, sizeof(buf));
+      std::string& acc = is_out ? r.out_buf : r.err_buf;
+      FILE* to = is_out ? stdout : stderr;
+      if (n > 0) {
+        acc.append(buf, n);
+        EmitLines(r, acc, to, false);
+      } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        EmitLines(r, acc, to, true);
+        close(fds[k].fd);
+        (is_out ? r.out_fd : r.err_fd) = -1;
+      }
+    }
+    // Reap.
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& r : ranks) {
+        if (r.pid != pid) continue;
+        r.exited = true;
+        r.status = status;
+        if (Failed(r) && first_failure == nullptr && !stopping) {
+          first_failure = &r;
+          stopping = true;
+          stop_all(SIGTERM);
+          kill_deadline = Clock::now() + std::chrono::seconds(5);
+        }
+      }
+    }
+    if (g_signal != 0 && !stopping) {
+      stop_signal = g_signal;
+      stopping = true;
+      stop_all(SIGTERM);
+      kill_deadline = Clock::now() + std::chrono::seconds(5);
+    }
+    if (stopping && Clock::now() > kill_deadline) {
+      stop_all(SIGKILL);
+      kill_deadline = Clock::now() + std::chrono::hours(1);
+    }
+    bool all_exited = true;
+    for (auto& r : ranks) all_exited = all_exited && r.exited;
+    if (all_exited) {
+      // Grandchildren may hold the pipes; their process groups are killed, then drained.
+      for (auto& r : ranks) kill(-r.pid, SIGKILL);
+      bool open = false;
+      for (auto& r : ranks) open = open || r.out_fd >= 0 || r.err_fd >= 0;
+      if (!open) break;
+    }
+  }
+
+  if (first_failure != nullptr) {
+    int others = 0;
+    for (auto& r : ranks) others += (&r != first_failure) ? 1 : 0;
+    std::fprintf(stderr, "zpp run: %s; stopped the other %d local rank(s)\n",
+                 Describe(*first_failure).c_str(), others);
+    return WIFSIGNALED(first_failure->status) ? 128 + WTERMSIG(first_failure->status)
+                                              : WEXITSTATUS(first_failure->status);
+  }
+  if (stop_signal != 0) {
+    std::fprintf(stderr, "zpp run: interrupted by signal %d; stopped all ranks\n", stop_signal);
+    return 128 + stop_signal;
+  }
+  return 0;
+}
