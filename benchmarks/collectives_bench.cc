@@ -1,0 +1,196 @@
+// collectives_bench: nccl-tests-style sweep of zeropp's collectives on the current backend.
+// Run under the launcher (./zpp collectives --nproc N). For each operation and size from 1 KiB to
+// --max-bytes it prints time per operation, algorithm bandwidth (S/t), bus bandwidth (algbw times
+// the algorithm's factor), bytes sent per rank from zeropp's counters, and bytes actually put on
+// the loopback interface per rank (from /proc/net/dev), beside the loopback TCP bound measured in
+// the same run. Ends with RESULT lines.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/loopback_bound.h"
+#include "zeropp/backend_factory.h"
+#include "zeropp/process_groups.h"
+
+namespace zeropp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  std::string op;
+  int64_t bytes;
+  double secs;
+  double busbw;
+  double counted_per_rank;
+  double wire_per_rank;
+};
+
+double MaxOverRanks(Communicator& comm, double v) {
+  at::Tensor all = at::zeros({comm.size()}, at::TensorOptions().dtype(at::kDouble));
+  comm.AllGather(all, at::full({1}, v, at::TensorOptions().dtype(at::kDouble)))->Wait();
+  return all.max().item<double>();
+}
+
+int Main(int argc, char** argv) {
+  int64_t max_bytes = 256ll << 20;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--max-bytes") == 0) max_bytes = std::atoll(argv[i + 1]);
+  }
+  DistEnv env = DistEnv::FromEnvironment();
+  const int n = env.world_size;
+  ProcessGroupsOptions opts;
+  opts.comm.timeout = std::chrono::milliseconds(300000);
+  auto groups = ProcessGroups::Create(env, ParallelConfig{1, n, 1, DpMode::kDp}, opts);
+  Communicator& ring = groups->world();
+  CommOptions native_opts = opts.comm;
+  native_opts.algorithm = Algorithm::kNative;
+  std::vector<int> all(n);
+  for (int i = 0; i < n; ++i) all[i] = i;
+  Communicator native("native", env.rank, all,
+                      c10::make_intrusive<c10d::PrefixStore>("bench/native/comm", groups->store()),
+                      MakeBackend("cpu", c10::make_intrusive<c10d::PrefixStore>("bench/native/pg", groups->store()),
+                                  env.rank, n, opts.comm.timeout),
+                      native_opts);
+  const bool lead = env.rank == 0;
+  double loopback = 0;
+  if (lead) loopback = bench::MeasureLoopbackBytesPerSec(1ll << 30, 1 << 20);
+  ring.Barrier()->Wait();
+  if (lead) {
+    std::printf("# zeropp collectives: %d ranks, backend %s, loopback TCP bound %.2f GB/s (1 stream)\n", n,
+                ring.backend_name().c_str(), loopback / 1e9);
+    std::printf("# %-22s %12s %12s %10s %10s %14s %14s\n", "op", "bytes", "time_us", "algbw_GB/s",
+                "busbw_GB/s", "counted_B/rank", "wire_B/rank");
+  }
+  const double ag_factor = double(n - 1) / n, ar_factor = 2.0 * (n - 1) / n;
+  struct Op {
+    std::string name;
+    double factor;
+    Communicator* comm;
+    OpKind kind;
+    std::function<std::shared_ptr<CommWork>(Communicator&, at::Tensor&, at::Tensor&)> run;
+    std::function<void(int64_t, at::Tensor&, at::Tensor&)> make;  // numel of S -> (a, b)
+  };
+  auto make_gather = [n](int64_t numel, at::Tensor& out, at::Tensor& in) {
+    in = at::full({numel / n}, 1.0f);
+    out = at::zeros({numel / n * n});
+  };
+  auto make_scatter = [n](int64_t numel, at::Tensor& out, at::Tensor& in) {
+    in = at::full({numel / n * n}, 1.0f);
+    out = at::zeros({numel / n});
+  };
+  auto make_inplace = [](int64_t numel, at::Tensor& a, at::Tensor& b) {
+    a = at::full({numel}, 1.0f);
+    b = at::zeros({numel});
+  };
+  auto ag = [](Communicator& c, at::Tensor& o, at::Tensor& i) { return c.AllGather(o, i); };
+  auto rs = [](Communicator& c, at::Tensor& o, at::Tensor& i) { return c.ReduceScatter(o, i); };
+  auto ar = [](Communicator& c, at::Tensor& a, at::Tensor&) { return c.AllReduce(a); };
+  std::vector<Op> ops = {
+      {"all_gather(ring)", ag_factor, &ring, OpKind::kAllGather, ag, make_gather},
+      {"all_gather(gloo)", ag_factor, &native, OpKind::kAllGather, ag, make_gather},
+      {"reduce_scatter(ring)", ag_factor, &ring, OpKind::kReduceScatter, rs, make_scatter},
+      {"reduce_scatter(gloo)", ag_factor, &native, OpKind::kReduceScatter, rs, make_scatter},
+      {"all_reduce(ring)", ar_factor, &ring, OpKind::kAllReduce, ar, make_inplace},
+      {"all_reduce(gloo)", ar_factor, &native, OpKind::kAllReduce, ar, make_inplace},
+  };
+  std::vector<Row> rows;
+  auto measure = [&](const std::string& name, double factor, int64_t bytes, int iters,
+                     const std::function<void()>& once, const std::function<int64_t()>& counted) {
+    once();  // warm-up
+    ring.Barrier()->Wait();
+    int64_t lo0 = bench::LoopbackTxBytes();
+    int64_t c0 = counted();
+    auto t0 = Clock::now();
+    for (int k = 0; k < iters; ++k) once();
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+    int64_t c1 = counted();
+    ring.Barrier()->Wait();
+    int64_t lo1 = bench::LoopbackTxBytes();
+    secs = MaxOverRanks(ring, secs);
+    Row r{name, bytes, secs, bytes / secs * factor / 1e9, double(c1 - c0) / iters,
+          double(lo1 - lo0) / iters / n};
+    if (lead) {
+      std::printf("  %-22s %12lld %12.1f %10.3f %10.3f %14.0f %14.0f\n", name.c_str(), (long long)bytes,
+                  secs * 1e6, bytes / secs / 1e9, r.busbw, r.counted_per_rank, r.wire_per_rank);
+      std::fflush(stdout);
+    }
+    rows.push_back(r);
+  };
+  for (const Op& op : ops) {
+    for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
+      int64_t numel = bytes / 4;
+      at::Tensor a, b;
+      op.make(numel, a, b);
+      int iters = static_cast<int>(std::max<int64_t>(2, std::min<int64_t>(20, (64ll << 20) / bytes)));
+      measure(op.name, op.factor, bytes, iters, [&] { op.run(*op.comm, a, b)->Wait(); },
+              [&] { return op.comm->Stats()[op.kind].bytes_sent; });
+    }
+  }
+  // send/recv: every rank sends S to the next and receives S from the previous.
+  for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
+    at::Tensor out = at::full({bytes / 4}, 1.0f), in = at::zeros({bytes / 4});
+    int iters = static_cast<int>(std::max<int64_t>(2, std::min<int64_t>(20, (64ll << 20) / bytes)));
+    measure("sendrecv", 1.0, bytes, iters,
+            [&] {
+              auto r = ring.Recv(in, (ring.rank() + n - 1) % n);
+              auto s = ring.Send(out, (ring.rank() + 1) % n);
+              r->Wait();
+              s->Wait();
+            },
+            [&] { return ring.Stats()[OpKind::kSend].bytes_sent; });
+  }
+  if (lead) {
+    auto find = [&](const std::string& name, int64_t bytes) -> const Row& {
+      for (const auto& r : rows)
+        if (r.op == name && r.bytes == bytes) return r;
+      return rows.front();
+    };
+    int64_t big = 1024;
+    while (big * 4 <= max_bytes) big *= 4;
+    const Row& rr = find("reduce_scatter(ring)", big);
+    const Row& rn = find("reduce_scatter(gloo)", big);
+    const Row& ar = find("all_reduce(ring)", big);
+    double theory = double(big) * (n - 1) / n;
+    auto verdict = [](bool ok) { return ok ? "MET" : "MISSED"; };
+    double wire_ratio = rr.wire_per_rank / theory;
+    std::printf("# reduce_scatter of %lld B per rank: ring %.0f wire B/rank in %.1f ms; gloo %.0f wire B/rank in %.1f ms\n",
+                (long long)big, rr.wire_per_rank, rr.secs * 1e3, rn.wire_per_rank, rn.secs * 1e3);
+    std::printf("RESULT collectives rs_ring_wire_bytes_per_rank=%.0f B reference=%.0f ratio=%.3f target=1.10 %s\n",
+                rr.wire_per_rank, theory, wire_ratio, verdict(wire_ratio <= 1.10));
+    double gloo_ratio = rn.wire_per_rank / theory;
+    std::printf("RESULT collectives rs_gloo_native_wire_bytes_per_rank=%.0f B reference=%.0f ratio=%.3f target=1.10 %s\n",
+                rn.wire_per_rank, theory, gloo_ratio, verdict(gloo_ratio <= 1.10));
+    double speed = rn.secs / rr.secs;
+    std::printf("RESULT collectives rs_ring_speedup_vs_gloo=%.3f x reference=1.0 ratio=%.3f target=1.00 %s\n",
+                speed, speed, verdict(speed >= 1.0));
+    double bw_ratio = ar.busbw * 1e9 / loopback;
+    std::printf("RESULT collectives all_reduce_ring_busbw=%.3f GB/s reference=%.3f ratio=%.3f target=0.50 %s\n",
+                ar.busbw, loopback / 1e9, bw_ratio, verdict(bw_ratio >= 0.5));
+  }
+  ring.Barrier()->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeropp
+
+int main(int argc, char** argv) {
+  try {
+    return zeropp::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collectives_bench: %s\n", e.what());
+    return 1;
+  }
+}
