@@ -1,0 +1,507 @@
+#include "zeropp/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeropp {
+namespace {
+
+uint64_t Fnv(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+std::string MemoryStats::ToString() const {
+  return absl::StrCat("param_shard=", param_shard_bytes, " master=", master_bytes, " grad_shard=",
+                      grad_shard_bytes, " optim=", optim_state_bytes, " unsharded_peak=",
+                      unsharded_peak_bytes, " grad_unsharded_peak=", grad_unsharded_peak_bytes);
+}
+
+Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options)
+    : groups_(groups), options_(std::move(options)), optimizer_(options_.adamw) {
+  const std::string where = Where();
+  if (!model) throw std::invalid_argument(where + " Engine: model is null");
+  seq_ = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model);
+  if (!seq_) {
+    throw std::invalid_argument(absl::StrCat(where, " Engine: model is a ", model->name(),
+                                             ", expected a torch::nn::Sequential of the model's children"));
+  }
+  if (seq_->size() == 0) {
+    throw std::invalid_argument(where + " Engine: the Sequential is empty (expected at least one child module)");
+  }
+  std::string err = options_.Validate();
+  if (!err.empty()) throw std::invalid_argument(absl::StrCat(where, " EngineOptions: ", err));
+  BuildUnits();
+  AgreeOnModel();
+  InitializeShards();
+}
+
+Engine::~Engine() {
+  try {
+    FinishReductions(true);
+  } catch (...) {
+  }
+}
+
+std::string Engine::Where() const { return absl::StrCat("[rank ", groups_.rank(), "]"); }
+
+void Engine::BuildUnits() {
+  const int children = static_cast<int>(seq_->size());
+  // Unit boundaries.
+  std::vector<int> starts;
+  const UnitPolicy& pol = options_.units;
+  if (pol.kind == UnitPolicy::Kind::kPerChild) {
+    for (int i = 0; i < children; ++i) starts.push_back(i);
+  } else if (pol.kind == UnitPolicy::Kind::kExplicit) {
+    starts = pol.starts;
+    if (starts.back() >= children) {
+      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: units.starts([",
+                                               absl::StrJoin(starts, ","), "]) has a unit starting at child ",
+                                               starts.back(), " but the Sequential has ", children, " children"));
+    }
+  } else {
+    int64_t acc = 0;
+    starts.push_back(0);
+    for (int i = 0; i < children; ++i) {
+      for (const auto& p : seq_->ptr(i)->parameters()) acc += p.numel();
+      if (acc >= pol.target_numel && i + 1 < children) {
+        starts.push_back(i + 1);
+        acc = 0;
+      }
+    }
+  }
+  // Parameters per unit; tied tensors belong to the first unit that registers them.
+  const auto& cfg = groups_.config();
+  const int zero = cfg.zero;
+  const int zero_rank = cfg.CoordOf(groups_.rank()).zero_index;
+  const int64_t pad = cfg.dp_mode == DpMode::kZero1 ? static_cast<int64_t>(zero) * cfg.dp : zero;
+  std::map<const void*, int> owner;
+  for (size_t u = 0; u < starts.size(); ++u) {
+    const int begin = starts[u];
+    const int end = u + 1 < starts.size() ? starts[u + 1] : children;
+    std::vector<FlatEntry> entries;
+    std::vector<int> deps;
+    for (int c = begin; c < end; ++c) {
+      const std::string child_name = seq_->named_children()[c].key();
+      for (const auto& kv : seq_->ptr(c)->named_parameters(/*recurse=*/true)) {
+        const void* impl = kv.value().unsafeGetTensorImpl();
+        auto it = owner.find(impl);
+        if (it != owner.end()) {
+          if (it->second != static_cast<int>(u) && !Contains(deps, it->second)) deps.push_back(it->second);
+          continue;
+        }
+        owner[impl] = static_cast<int>(u);
+        FlatEntry e;
+        e.name = absl::StrCat(child_name, ".", kv.key());
+        e.param = kv.value();
+        e.shape = kv.value().sizes().vec();
+        e.numel = kv.value().numel();
+        e.trainable = kv.value().requires_grad();
+        if (kv.value().scalar_type() != at::kFloat) {
+          throw std::invalid_argument(absl::StrCat(Where(), " Engine: parameter ", e.name, " is ",
+                                                   c10::toString(kv.value().scalar_type()),
+                                                   ", expected float32 (the engine casts to param_dtype itself)"));
+        }
+        param_order_.push_back(e.name);
+        entries.push_back(std::move(e));
+      }
+    }
+    std::unique_ptr<FlatParam> flat;
+    if (!entries.empty()) {
+      flat = std::make_unique<FlatParam>(std::move(entries), zero, zero_rank, pad, options_.param_dtype,
+                                         options_.reduce_dtype);
+    }
+    units_.push_back(std::make_unique<SchedulingUnit>(static_cast<int>(u), begin, end, std::move(flat), deps));
+  }
+  if (num_parameters() == 0) {
+    throw std::invalid_argument(Where() + " Engine: the model has no parameters to train");
+  }
+  // Who completes each unit's gradient: the lowest-index unit among it and its users.
+  const int k = num_units();
+  last_grad_writer_.resize(k);
+  for (int u = 0; u < k; ++u) last_grad_writer_[u] = u;
+  for (int j = 0; j < k; ++j) {
+    for (int d : units_[j]->deps()) last_grad_writer_[d] = std::min(last_grad_writer_[d], j);
+  }
+  // Live-unit cap must fit the schedule.
+  if (options_.max_live_units > 0) {
+    size_t max_deps = 0;
+    for (const auto& u : units_) max_deps = std::max(max_deps, u->deps().size());
+    if (options_.max_live_units < static_cast<int>(1 + max_deps)) {
+      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: max_live_units(", options_.max_live_units,
+                                               ") is below 1 + the most tied-parameter dependencies of a unit (",
+                                               1 + max_deps, ")"));
+    }
+    if (!options_.reshard_after_forward && options_.max_live_units < k) {
+      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: reshard_after_forward=false keeps all ", k,
+                                               " units unsharded until backward; max_live_units(",
+                                               options_.max_live_units, ") must be 0 or >= ", k));
+    }
+  }
+}
+
+void Engine::AgreeOnModel() {
+  std::string desc;
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& u : units_) {
+    std::string s = absl::StrCat("unit", u->index(), ":", u->first_child(), "-", u->end_child(), ";");
+    if (u->flat()) {
+      for (const auto& e : u->flat()->entries()) {
+        absl::StrAppend(&s, e.name, "[", absl::StrJoin(e.shape, "x"), "]", e.trainable ? "" : "(frozen)", ";");
+      }
+    }
+    h = Fnv(h, s);
+    desc += s;
+  }
+  h = Fnv(h, absl::StrCat(c10::toString(options_.param_dtype), c10::toString(options_.reduce_dtype)));
+  Communicator& world = groups_.world();
+  at::Tensor all = at::zeros({world.size()}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor mine = at::full({1}, static_cast<int64_t>(h), at::TensorOptions().dtype(at::kLong));
+  world.AllGather(all, mine)->Wait();
+  std::vector<std::string> groups_of_ranks;
+  std::map<int64_t, std::vector<int>> by_hash;
+  for (int r = 0; r < world.size(); ++r) by_hash[all[r].item<int64_t>()].push_back(r);
+  if (by_hash.size() > 1) {
+    for (const auto& kv : by_hash) {
+      groups_of_ranks.push_back(absl::StrCat("ranks [", absl::StrJoin(kv.second, ","), "] fingerprint ",
+                                             static_cast<uint64_t>(kv.first)));
+    }
+    throw std::invalid_argument(absl::StrCat(
+        Where(), " Engine: the model differs across ranks (parameter names, shapes, dtypes, frozen flags, unit "
+                 "layout and precision must agree): ",
+        absl::StrJoin(groups_of_ranks, "; "), ". This rank has ", num_units(), " units and ",
+        num_parameters(), " parameters"));
+  }
+}
+
+void Engine::InitializeShards() {
+  Communicator& world = groups_.world();
+  // Identical initial weights everywhere: rank 0's values, unit by unit.
+  for (auto& u : units_) {
+    if (!u->flat()) continue;
+    at::Tensor full = u->flat()->GatherLocalValues();
+    world.Broadcast(full, 0)->Wait();
+    u->flat()->InitFromFull(full);
+  }
+  for (auto& b : seq_->buffers(/*recurse=*/true)) {
+    if (b.is_contiguous()) world.Broadcast(b, 0)->Wait();
+  }
+  const auto& cfg = groups_.config();
+  const int dp_index = cfg.CoordOf(groups_.rank()).dp_index;
+  for (auto& u : units_) {
+    FlatParam* f = u->flat();
+    if (!f) continue;
+    int64_t own_begin = f->shard_begin(), own_end = f->shard_begin() + f->shard_numel();
+    if (cfg.dp_mode == DpMode::kZero1 && cfg.dp > 1) {
+      const int64_t sub = f->shard_numel() / cfg.dp;
+      own_begin = f->shard_begin() + dp_index * sub;
+      own_end = own_begin + sub;
+    }
+    optimizer_.AddUnit(f, own_begin, own_end);
+  }
+}
+
+int64_t Engine::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& u : units_) n += u->flat() ? u->flat()->numel() : 0;
+  return n;
+}
+
+int Engine::LiveUnits() const {
+  int n = 0;
+  for (const auto& u : units_) n += u->live() ? 1 : 0;
+  return n;
+}
+
+void Engine::NoteUnshard(int u) {
+  unsharded_live_ += units_[u]->unsharded_bytes();
+  unsharded_peak_ = std::max(unsharded_peak_, unsharded_live_);
+}
+
+void Engine::Require(int k) {
+  std::vector<int> need = units_[k]->deps();
+  need.push_back(k);
+  for (int u : need) {
+    if (units_[u]->state() != ShardState::kSharded) continue;
+    if (options_.max_live_units > 0 && LiveUnits() >= options_.max_live_units) ReleaseExcept(need);
+    if (options_.max_live_units > 0 && LiveUnits() >= options_.max_live_units) {
+      throw std::logic_error(absl::StrCat(Where(), " Engine: unit ", u, " needed but ", LiveUnits(),
+                                          " units are live at max_live_units(", options_.max_live_units, ")"));
+    }
+    units_[u]->Unshard(groups_.zero());
+    NoteUnshard(u);
+  }
+  for (int u : need) {
+    if (units_[u]->state() == ShardState::kUnsharding) units_[u]->WaitForUnshard();
+  }
+}
+
+void Engine::Prefetch(int k, int direction) {
+  for (int d = 1; d <= options_.prefetch_depth; ++d) {
+    const int j = k + direction * d;
+    if (j < 0 || j >= num_units()) return;
+    std::vector<int> need = units_[j]->deps();
+    need.push_back(j);
+    int sharded = 0;
+    for (int u : need) sharded += units_[u]->state() == ShardState::kSharded ? 1 : 0;
+    if (options_.max_live_units > 0 && LiveUnits() + sharded > options_.max_live_units) return;
+    for (int u : need) {
+      if (units_[u]->state() == ShardState::kSharded) {
+        units_[u]->Unshard(groups_.zero());
+        NoteUnshard(u);
+      }
+    }
+  }
+}
+
+void Engine::ReleaseExcept(const std::vector<int>& keep) {
+  for (auto& u : units_) {
+    if (u->state() == ShardState::kUnsharded && !Contains(keep, u->index())) {
+      u->Reshard();
+      unsharded_live_ -= u->unsharded_bytes();
+    }
+  }
+}
+
+at::Tensor Engine::RunUnit(int k, const at::Tensor& x) {
+  at::Tensor y = x;
+  for (int c = units_[k]->first_child(); c < units_[k]->end_child(); ++c) {
+    y = (seq_->begin() + c)->forward(y);
+  }
+  return y;
+}
+
+void Engine::ReduceGrad(int u) {
+  FlatParam* f = units_[u]->flat();
+  if (!f || !f->has_grad_full()) return;
+  at::Tensor src = f->grad_full();
+  if (f->reduce_dtype() != f->param_dtype()) src = src.to(f->reduce_dtype());
+  at::Tensor out = at::empty({f->shard_numel()}, at::TensorOptions().dtype(f->reduce_dtype()));
+  PendingReduce p{u, groups_.zero().ReduceScatter(out, src, ReduceOp::kAvg), out, f->full_bytes()};
+  ++reduce_scatters_;
+  f->ReleaseGradFull();
+  pending_.push_back(std::move(p));
+  FinishReductions(false);
+}
+
+void Engine::FinishReductions(bool block) {
+  std::vector<PendingReduce> left;
+  for (auto& p : pending_) {
+    if (!block && !p.work->IsCompleted()) {
+      left.push_back(std::move(p));
+      continue;
+    }
+    p.work->Wait();
+    units_[p.unit]->flat()->grad_shard().add_(p.out);
+    grad_live_ -= p.held_bytes;
+  }
+  pending_ = std::move(left);
+}
+
+void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, const LossFn& loss_fn,
+                           int num_micro, bool last_micro, double* loss_sum) {
+  const int k_units = num_units();
+  std::vector<at::Tensor> unit_in(k_units), unit_out(k_units);
+  at::Tensor x = input;
+  for (int k = 0; k < k_units; ++k) {
+    Require(k);
+    Prefetch(k, +1);
+    at::Tensor xin = k == 0 ? x : x.detach().requires_grad_(true);
+    at::Tensor out;
+    if (options_.recompute) {
+      c10::NoGradGuard no_grad;
+      out = RunUnit(k, xin);
+    } else {
+      out = RunUnit(k, xin);
+    }
+    unit_in[k] = xin;
+    unit_out[k] = out;
+    x = out;
+    if (options_.reshard_after_forward && k + 1 < k_units) {
+      std::vector<int> keep = units_[k + 1]->deps();
+      keep.push_back(k + 1);
+      ReleaseExcept(keep);
+    }
+  }
+  at::Tensor grad_next;
+  for (int k = k_units - 1; k >= 0; --k) {
+    Require(k);
+    Prefetch(k, -1);
+    std::vector<int> writers = units_[k]->deps();
+    writers.push_back(k);
+    for (int u : writers) {
+      FlatParam* f = units_[u]->flat();
+      if (f && !f->has_grad_full()) {
+        f->AllocateGradFull();
+        grad_live_ += f->full_bytes();
+        grad_peak_ = std::max(grad_peak_, grad_live_);
+      }
+    }
+    at::Tensor out = unit_out[k];
+    if (options_.recompute) out = RunUnit(k, unit_in[k]);
+    if (k == k_units - 1) {
+      at::Tensor loss = loss_fn(out, target) / num_micro;
+      *loss_sum += loss.item<double>();
+      torch::autograd::backward({loss});
+    } else {
+      if (!grad_next.defined()) {
+        throw std::logic_error(absl::StrCat(Where(), " Engine: unit ", k + 1, " produced no gradient for its input"));
+      }
+      torch::autograd::backward({out}, {grad_next});
+    }
+    grad_next = k > 0 ? unit_in[k].grad() : at::Tensor();
+    unit_in[k] = at::Tensor();
+    unit_out[k] = at::Tensor();
+    if (!options_.no_sync) {
+      for (int u = 0; u < k_units; ++u) {
+        if (last_grad_writer_[u] == k) ReduceGrad(u);
+      }
+    }
+    std::vector<int> keep;
+    if (k > 0) {
+      keep = units_[k - 1]->deps();
+      keep.push_back(k - 1);
+    } else if (!last_micro) {
+      keep = units_[0]->deps();
+      keep.push_back(0);
+    }
+    ReleaseExcept(keep);
+  }
+  if (options_.no_sync && last_micro) {
+    for (int u = 0; u < k_units; ++u) ReduceGrad(u);
+  }
+}
+
+StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                        const LossFn& loss_fn) {
+  if (inputs.empty() || inputs.size() != targets.size()) {
+    throw std::invalid_argument(absl::StrCat(Where(), " Engine::Step: got ", inputs.size(), " inputs and ",
+                                             targets.size(), " targets, expected the same number >= 1"));
+  }
+  Communicator& zero = groups_.zero();
+  Communicator& dp = groups_.dp();
+  const CommStats zero0 = zero.Stats(), dp0 = dp.Stats();
+  int64_t gathers0 = 0;
+  for (const auto& u : units_) gathers0 += u->gathers();
+  const int64_t rs0 = reduce_scatters_;
+  for (auto& u : units_) {
+    if (u->flat()) u->flat()->grad_shard().zero_();
+  }
+  double loss_sum = 0;
+  const int m = static_cast<int>(inputs.size());
+  for (int i = 0; i < m; ++i) RunMicroBatch(inputs[i], targets[i], loss_fn, m, i == m - 1, &loss_sum);
+  FinishReductions(true);
+
+  // Across replicas, then the owned fp32 gradient of each unit.
+  const auto& cfg = groups_.config();
+  std::vector<at::Tensor> owned;
+  size_t opt_index = 0;
+  for (auto& u : units_) {
+    FlatParam* f = u->flat();
+    if (!f) continue;
+    at::Tensor g = f->grad_shard();
+    if (cfg.dp > 1 && cfg.dp_mode == DpMode::kDp) {
+      dp.AllReduce(g, ReduceOp::kAvg)->Wait();
+    } else if (cfg.dp > 1) {
+      at::Tensor sub = at::empty({f->shard_numel() / cfg.dp}, g.options());
+      dp.ReduceScatter(sub, g, ReduceOp::kAvg)->Wait();
+      g = sub;
+    }
+    owned.push_back(g.to(at::kFloat).contiguous());
+    ++opt_index;
+  }
+  double sumsq = 0;
+  for (size_t i = 0; i < owned.size(); ++i) sumsq += optimizer_.SquaredNorm(i, owned[i]);
+  at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
+  zero.AllReduce(norm_t)->Wait();
+  if (cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1) dp.AllReduce(norm_t)->Wait();
+  const double grad_norm = std::sqrt(norm_t.item<double>());
+  float scale = 1.0f;
+  if (options_.max_grad_norm > 0) {
+    const double coef = options_.max_grad_norm / (grad_norm + 1e-6);
+    if (coef < 1.0) scale = static_cast<float>(coef);
+  }
+  optimizer_.Step(owned, scale);
+  // Write the updated master back into the compute-dtype shard; ZeRO-1 re-assembles the shard.
+  size_t i = 0;
+  for (auto& u : units_) {
+    FlatParam* f = u->flat();
+    if (!f) continue;
+    const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
+    const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
+    if (!f->master_is_shard()) f->shard().narrow(0, b, n).copy_(f->master().narrow(0, b, n));
+    if (cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1) {
+      dp.AllGather(f->shard(), f->shard().narrow(0, b, n))->Wait();
+      if (!f->master_is_shard()) f->master().copy_(f->shard());
+    }
+    ++i;
+  }
+  // Report the loss averaged over every data-parallel rank.
+  at::Tensor loss_t = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
+  zero.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
+  if (cfg.dp > 1) dp.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
+
+  StepResult r;
+  r.step = optimizer_.step();
+  r.loss = loss_t.item<double>();
+  r.grad_norm = grad_norm;
+  r.zero_comm = zero.Stats().Since(zero0);
+  r.dp_comm = dp.Stats().Since(dp0);
+  for (const auto& u : units_) r.gathers += u->gathers();
+  r.gathers -= gathers0;
+  r.reduce_scatters = reduce_scatters_ - rs0;
+  return r;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {
+  std::map<std::string, at::Tensor> by_name;
+  for (auto& u : units_) {
+    FlatParam* f = u->flat();
+    if (!f) continue;
+    at::Tensor full = at::empty({f->padded_numel()}, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor shard = f->master();
+    groups_.zero().AllGather(full, shard.contiguous())->Wait();
+    for (const auto& e : f->entries()) by_name[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
+  }
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& n : param_order_) out.emplace_back(n, by_name[n]);
+  return out;
+}
+
+MemoryStats Engine::Memory() const {
+  MemoryStats s;
+  for (const auto& u : units_) {
+    const FlatParam* f = u->flat();
+    if (!f) continue;
+    s.param_shard_bytes += f->shard_bytes();
+    if (!f->master_is_shard()) s.master_bytes += f->shard_numel() * 4;
+    s.grad_shard_bytes += f->shard_numel() * static_cast<int64_t>(c10::elementSize(f->reduce_dtype()));
+  }
+  s.optim_state_bytes = optimizer_.state_bytes();
+  s.unsharded_live_bytes = unsharded_live_;
+  s.unsharded_peak_bytes = unsharded_peak_;
+  s.grad_unsharded_live_bytes = grad_live_;
+  s.grad_unsharded_peak_bytes = grad_peak_;
+  return s;
+}
+
+}  // namespace zeropp

@@ -1,0 +1,44 @@
+// engine_options.h: every knob of the ZeRO-3 engine, validated once as a pure function.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+
+#include "kernels/adamw.h"
+
+namespace zeropp {
+
+// How the Sequential's children are grouped into scheduling units (contiguous runs).
+struct UnitPolicy {
+  enum class Kind { kPerChild, kBySize, kExplicit };
+  Kind kind = Kind::kPerChild;
+  int64_t target_numel = 0;         // kBySize: close a unit once it holds >= this many parameters
+  std::vector<int> starts;          // kExplicit: first child index of each unit, starts[0] == 0
+};
+
+struct EngineOptions {
+  UnitPolicy units;
+  int prefetch_depth = 1;           // units gathered ahead of the one computing (0 = none)
+  int max_live_units = 0;           // cap on unsharded units at once (0 = no cap)
+  // true: free a unit's gathered parameters after its forward and gather again for backward
+  // (ZeRO-3). false: keep them from forward to backward (ZeRO-2-like): peak memory then holds every
+  // unit unsharded (the whole model in compute dtype), one all-gather less per unit.
+  bool reshard_after_forward = true;
+  // Recompute each unit's forward in backward instead of keeping its activations.
+  bool recompute = false;
+  at::ScalarType param_dtype = at::kFloat;   // compute dtype of gathered parameters (fp32, bf16)
+  at::ScalarType reduce_dtype = at::kFloat;  // dtype of gradient reduction and gradient shards
+  // false (default): reduce-scatter after every micro-batch. true: accumulate unsharded
+  // gradients over micro-batches and reduce once; costs one unsharded gradient buffer per unit
+  // (the whole model in param dtype) for the duration of the step.
+  bool no_sync = false;
+  double max_grad_norm = 0.0;       // 0 = no clipping
+  kernels::AdamWHyper adamw;        // lr, betas, eps, weight_decay (step is the engine's)
+
+  // Empty when valid; otherwise every problem, naming the field and value.
+  std::string Validate() const;
+};
+
+}  // namespace zeropp

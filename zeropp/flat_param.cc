@@ -1,0 +1,85 @@
+#include "zeropp/flat_param.h"
+
+#include <stdexcept>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+
+#include "absl/strings/str_cat.h"
+#include "zeropp/storage_resize.h"
+
+namespace zeropp {
+
+FlatParam::FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_rank, int64_t pad_multiple,
+                     at::ScalarType param_dtype, at::ScalarType reduce_dtype)
+    : entries_(std::move(entries)),
+      zero_size_(zero_size),
+      zero_rank_(zero_rank),
+      param_dtype_(param_dtype),
+      reduce_dtype_(reduce_dtype),
+      elem_bytes_(static_cast<int64_t>(c10::elementSize(param_dtype))) {
+  for (auto& e : entries_) {
+    e.offset = numel_;
+    numel_ += e.numel;
+  }
+  padded_numel_ = (numel_ + pad_multiple - 1) / pad_multiple * pad_multiple;
+  shard_numel_ = padded_numel_ / zero_size_;
+}
+
+at::Tensor FlatParam::GatherLocalValues() const {
+  at::Tensor flat = at::zeros({padded_numel_}, at::TensorOptions().dtype(at::kFloat));
+  c10::NoGradGuard no_grad;
+  for (const auto& e : entries_) {
+    flat.narrow(0, e.offset, e.numel).copy_(e.param.detach().reshape({-1}));
+  }
+  return flat;
+}
+
+void FlatParam::InitFromFull(const at::Tensor& full_fp32) {
+  at::Tensor mine = full_fp32.narrow(0, shard_begin(), shard_numel_);
+  master_ = mine.clone();
+  shard_ = master_is_shard() ? master_ : master_.to(param_dtype_);
+  grad_shard_ = at::zeros({shard_numel_}, at::TensorOptions().dtype(reduce_dtype_));
+  full_ = at::empty({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
+  c10::NoGradGuard no_grad;
+  for (auto& e : entries_) {
+    e.param.set_data(full_.narrow(0, e.offset, e.numel).view(e.shape));
+  }
+  FreeFull();
+}
+
+void FlatParam::AllocateFull() { ResizeStorageBytes(full_, static_cast<size_t>(full_bytes())); }
+
+void FlatParam::FreeFull() { ResizeStorageBytes(full_, 0); }
+
+void FlatParam::AllocateGradFull() {
+  grad_full_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
+  for (auto& e : entries_) {
+    if (e.trainable) e.param.mutable_grad() = grad_full_.narrow(0, e.offset, e.numel).view(e.shape);
+  }
+}
+
+void FlatParam::ReleaseGradFull() {
+  for (auto& e : entries_) {
+    if (e.trainable) e.param.mutable_grad() = at::Tensor();
+  }
+  grad_full_ = at::Tensor();
+}
+
+std::vector<std::pair<int64_t, int64_t>> FlatParam::TrainableRanges(int64_t begin, int64_t end) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& e : entries_) {
+    if (!e.trainable) continue;
+    int64_t b = std::max(begin, e.offset), en = std::min(end, e.offset + e.numel);
+    if (b >= en) continue;
+    if (!out.empty() && out.back().second == b) {
+      out.back().second = en;
+    } else {
+      out.emplace_back(b, en);
+    }
+  }
+  return out;
+}
+
+}  // namespace zeropp

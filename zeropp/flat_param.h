@@ -1,0 +1,90 @@
+// flat_param.h: one scheduling unit's parameters flattened into one padded buffer, sharded.
+//
+// Layout: the unit's own parameters (tied tensors belong to the first unit that registers them)
+// are laid out back to back in registration order; the total is padded to a multiple of
+// `pad_multiple` (zero size, times dp size under ZeRO-1) so every rank holds an equal shard.
+// Rank z of the zero group owns flat elements [z*shard_numel, (z+1)*shard_numel).
+//
+// Memory per rank, by state (Psi = padded_numel, N = zero size, b = bytes of param dtype):
+//   always:           shard (Psi/N * b), fp32 master (Psi/N * 4; the shard itself when fp32),
+//                     gradient shard (Psi/N * bytes of reduce dtype)
+//   while unsharded:  full buffer (Psi * b)      -- storage resized to 0 when sharded
+//   during backward:  full gradient buffer (Psi * b), released after its reduce-scatter
+// Module parameters are bound once (set_data) to views of the full buffer; their .grad to views
+// of the full gradient buffer, so autograd accumulates straight into the flat gradient.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace zeropp {
+
+struct FlatEntry {
+  std::string name;
+  at::Tensor param;  // the module's parameter (a leaf variable)
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool trainable = true;  // requires_grad
+};
+
+class FlatParam {
+ public:
+  // Lays out `entries` (offsets are assigned here). Does not touch the parameters yet.
+  FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_rank, int64_t pad_multiple,
+            at::ScalarType param_dtype, at::ScalarType reduce_dtype);
+
+  // fp32 padded flat of the parameters' current values (zeros in the padding).
+  at::Tensor GatherLocalValues() const;
+  // Takes this rank's shard of `full_fp32` (identical on all ranks), binds every parameter to a
+  // view of the full buffer, and frees the buffer (the unit starts Sharded).
+  void InitFromFull(const at::Tensor& full_fp32);
+
+  // Re-allocates the full buffer's storage (contents undefined until the all-gather lands).
+  void AllocateFull();
+  void FreeFull();
+
+  // Zeroed full gradient buffer; binds each trainable parameter's .grad to its view.
+  void AllocateGradFull();
+  // Unbinds .grad and drops the full gradient buffer (the reduce-scatter keeps its own reference).
+  void ReleaseGradFull();
+  bool has_grad_full() const { return grad_full_.defined(); }
+
+  // Flat-coordinate ranges of trainable parameters intersected with [begin, end).
+  std::vector<std::pair<int64_t, int64_t>> TrainableRanges(int64_t begin, int64_t end) const;
+
+  int64_t numel() const { return numel_; }
+  int64_t padded_numel() const { return padded_numel_; }
+  int64_t shard_numel() const { return shard_numel_; }
+  int64_t shard_begin() const { return zero_rank_ * shard_numel_; }
+  const std::vector<FlatEntry>& entries() const { return entries_; }
+  at::ScalarType param_dtype() const { return param_dtype_; }
+  at::ScalarType reduce_dtype() const { return reduce_dtype_; }
+
+  at::Tensor& full() { return full_; }
+  at::Tensor& shard() { return shard_; }     // param dtype; the all-gather source
+  at::Tensor& master() { return master_; }   // fp32; aliases shard_ when param dtype is fp32
+  at::Tensor& grad_full() { return grad_full_; }
+  at::Tensor& grad_shard() { return grad_shard_; }  // reduce dtype, accumulated over micro-batches
+
+  int64_t full_bytes() const { return padded_numel_ * elem_bytes_; }
+  int64_t shard_bytes() const { return shard_numel_ * elem_bytes_; }
+  bool master_is_shard() const { return param_dtype_ == at::kFloat; }
+
+ private:
+  std::vector<FlatEntry> entries_;
+  int zero_size_;
+  int zero_rank_;
+  at::ScalarType param_dtype_;
+  at::ScalarType reduce_dtype_;
+  int64_t elem_bytes_;
+  int64_t numel_ = 0;
+  int64_t padded_numel_ = 0;
+  int64_t shard_numel_ = 0;
+  at::Tensor full_, shard_, master_, grad_full_, grad_shard_;
+};
+
+}  // namespace zeropp

@@ -1,0 +1,60 @@
+#include "zeropp/scheduling_unit.h"
+
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeropp {
+
+const char* ShardStateName(ShardState s) {
+  switch (s) {
+    case ShardState::kSharded: return "Sharded";
+    case ShardState::kUnsharding: return "Unsharding";
+    case ShardState::kUnsharded: return "Unsharded";
+  }
+  return "?";
+}
+
+SchedulingUnit::SchedulingUnit(int index, int first_child, int end_child, std::unique_ptr<FlatParam> flat,
+                               std::vector<int> deps)
+    : index_(index), first_child_(first_child), end_child_(end_child), flat_(std::move(flat)), deps_(std::move(deps)) {}
+
+std::string SchedulingUnit::Describe() const {
+  return absl::StrCat("unit ", index_, " (children ", first_child_, "..", end_child_ - 1, ", ",
+                      flat_ ? flat_->numel() : 0, " params)");
+}
+
+void SchedulingUnit::Expect(ShardState expected, const char* transition) const {
+  if (state_ != expected) {
+    throw std::logic_error(absl::StrCat(Describe(), ": ", transition, " expects state ",
+                                        ShardStateName(expected), ", found ", ShardStateName(state_)));
+  }
+}
+
+void SchedulingUnit::Unshard(Communicator& zero) {
+  Expect(ShardState::kSharded, "Unshard");
+  if (flat_) {
+    flat_->AllocateFull();
+    gather_ = zero.AllGather(flat_->full(), flat_->shard());
+    ++gathers_;
+  }
+  state_ = ShardState::kUnsharding;
+}
+
+void SchedulingUnit::WaitForUnshard() {
+  Expect(ShardState::kUnsharding, "WaitForUnshard");
+  if (gather_) {
+    auto work = std::move(gather_);
+    gather_.reset();
+    work->Wait();
+  }
+  state_ = ShardState::kUnsharded;
+}
+
+void SchedulingUnit::Reshard() {
+  Expect(ShardState::kUnsharded, "Reshard");
+  if (flat_) flat_->FreeFull();
+  state_ = ShardState::kSharded;
+}
+
+}  // namespace zeropp
