@@ -380,6 +380,10 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
     if (k > 0) {
       keep = units_[k - 1]->deps();
       keep.push_back(k - 1);
+      // Without resharding after forward, units still ahead in backward stay gathered.
+      if (!options_.reshard_after_forward) {
+        for (int u = 0; u < k - 1; ++u) keep.push_back(u);
+      }
     } else if (!last_micro) {
       keep = units_[0]->deps();
       keep.push_back(0);

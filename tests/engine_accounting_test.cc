@@ -1,0 +1,141 @@
+// The engine's own counters against theory: all-gathers and reduce-scatters per unit, bytes on
+// the wire, model-state bytes per rank and the peak of unsharded parameters.
+#include "tests/engine_harness.h"
+
+namespace zeropp {
+namespace {
+
+using testing::ModelKind;
+using testing::ParityCase;
+
+ParityCase MlpCase(int n, int micro, bool raf, bool no_sync = false) {
+  ParityCase c;
+  c.name = "acct";
+  c.n = n;
+  c.cfg = {1, n, 1, DpMode::kDp};
+  c.options = testing::BaseOptions();
+  c.options.reshard_after_forward = raf;
+  c.options.no_sync = no_sync;
+  c.micro = micro;
+  c.steps = 1;
+  return c;
+}
+
+TEST(EngineAccountingTest, GathersAndBytesEqualTheory) {
+  const int n = 4;
+  for (int micro : {1, 3}) {
+    for (bool raf : {true, false}) {
+      for (bool no_sync : {false, true}) {
+        auto ranks = testing::RunZeropp(MlpCase(n, micro, raf, no_sync));
+        const auto& rec = ranks[0];
+        const int k_units = static_cast<int>(rec.unit_padded.size());
+        int64_t expect_ag = 0, expect_rs = 0, psi = 0;
+        int64_t expect_gathers = 0, expect_rs_ops = 0;
+        for (int u = 0; u < k_units; ++u) {
+          const int64_t p = rec.unit_padded[u];
+          if (p == 0) {
+            EXPECT_EQ(rec.unit_gathers[u], 0) << "unit " << u << " has no parameters";
+            continue;
+          }
+          psi += p;
+          // Forward: once per micro-batch, but unit 0 stays gathered from one micro-batch's
+          // backward into the next one's forward. Backward: once per micro-batch, except the
+          // last unit (still gathered from its forward) and, without reshard-after-forward,
+          // every unit.
+          int64_t fwd = micro - (u == 0 ? micro - 1 : 0);
+          int64_t bwd = (!raf || u == k_units - 1) ? 0 : micro;
+          EXPECT_EQ(rec.unit_gathers[u], fwd + bwd)
+              << "unit " << u << " micro " << micro << " raf " << raf << " no_sync " << no_sync;
+          expect_gathers += fwd + bwd;
+          expect_ag += (fwd + bwd) * p * 4 * (n - 1) / n;
+          int64_t rs = no_sync ? 1 : micro;
+          expect_rs_ops += rs;
+          expect_rs += rs * p * 4 * (n - 1) / n;
+        }
+        const StepResult& r = rec.results[0];
+        EXPECT_EQ(r.gathers, expect_gathers);
+        EXPECT_EQ(r.reduce_scatters, expect_rs_ops);
+        EXPECT_EQ(r.zero_comm[OpKind::kAllGather].bytes_sent, expect_ag);
+        EXPECT_EQ(r.zero_comm[OpKind::kReduceScatter].bytes_sent, expect_rs);
+        EXPECT_FALSE(r.zero_comm[OpKind::kAllGather].modeled);
+        if (micro == 1 && raf && !no_sync) {
+          // The ZeRO-3 headline, 3 x Psi x (N-1)/N x 4 bytes, less the last unit's backward gather.
+          const int64_t last = rec.unit_padded[k_units - 1];
+          EXPECT_EQ(r.zero_comm[OpKind::kAllGather].bytes_sent + r.zero_comm[OpKind::kReduceScatter].bytes_sent,
+                    (3 * psi - last) * 4 * (n - 1) / n);
+          std::printf("fp32 ZeRO-3, N=%d, Psi=%lld (padded): %lld bytes sent per rank per step; theory 3*Psi*(N-1)/N*4 = %lld "
+                      "minus the last unit's regather %lld\n",
+                      n, (long long)psi,
+                      (long long)(r.zero_comm[OpKind::kAllGather].bytes_sent + r.zero_comm[OpKind::kReduceScatter].bytes_sent),
+                      (long long)(3 * psi * 4 * (n - 1) / n), (long long)(last * 4 * (n - 1) / n));
+        }
+      }
+    }
+  }
+}
+
+TEST(EngineAccountingTest, ModelStateBytesAre16PsiOverN) {
+  struct Dt {
+    at::ScalarType param, reduce;
+    int64_t bytes_per_param;  // shard + master + grad + two moments
+  };
+  for (Dt d : {Dt{at::kFloat, at::kFloat, 16}, Dt{at::kBFloat16, at::kBFloat16, 16}, Dt{at::kBFloat16, at::kFloat, 18}}) {
+    for (int n : {1, 2, 4}) {
+      ParityCase c = MlpCase(n, 1, true);
+      c.model = ModelKind::kGpt;
+      c.options.param_dtype = d.param;
+      c.options.reduce_dtype = d.reduce;
+      c.steps = 2;
+      auto ranks = testing::RunZeropp(c);
+      int64_t psi = 0;
+      for (int64_t p : ranks[0].unit_padded) psi += p;
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(ranks[r].memory.ModelStateBytes(), d.bytes_per_param * psi / n)
+            << "n " << n << " dtype " << c10::toString(d.param) << "/" << c10::toString(d.reduce) << ": "
+            << ranks[r].memory.ToString();
+      }
+    }
+  }
+}
+
+TEST(EngineAccountingTest, PeakUnshardedRespectsLiveUnitCap) {
+  for (int cap : {2, 3}) {
+    ParityCase c = MlpCase(2, 2, true);
+    c.model = ModelKind::kGpt;
+    c.options.max_live_units = cap;
+    c.options.prefetch_depth = 2;
+    c.steps = 2;
+    auto ranks = testing::RunZeropp(c);
+    std::vector<int64_t> bytes;
+    for (int64_t p : ranks[0].unit_padded) bytes.push_back(p * 4);
+    std::sort(bytes.rbegin(), bytes.rend());
+    int64_t bound = 0;
+    for (int i = 0; i < cap && i < static_cast<int>(bytes.size()); ++i) bound += bytes[i];
+    EXPECT_LE(ranks[0].memory.unsharded_peak_bytes, bound) << "cap " << cap;
+    EXPECT_GT(ranks[0].memory.unsharded_peak_bytes, 0);
+  }
+  // Without resharding after forward every unit is gathered at once at the end of forward.
+  ParityCase keep = MlpCase(2, 1, false);
+  keep.model = ModelKind::kGpt;
+  auto ranks = testing::RunZeropp(keep);
+  int64_t all = 0;
+  for (int64_t p : ranks[0].unit_padded) all += p * 4;
+  EXPECT_EQ(ranks[0].memory.unsharded_peak_bytes, all);
+}
+
+TEST(EngineAccountingTest, Bf16TrainsCloseToFp32) {
+  ParityCase c = MlpCase(2, 1, true);
+  c.model = ModelKind::kGpt;
+  c.steps = 10;
+  auto fp32 = testing::RunZeropp(c);
+  c.options.param_dtype = at::kBFloat16;
+  c.options.reduce_dtype = at::kBFloat16;
+  auto bf16 = testing::RunZeropp(c);
+  const double a = fp32[0].losses.back(), b = bf16[0].losses.back();
+  std::printf("after 10 steps: fp32 loss %.5f, bf16 loss %.5f (first %.5f)\n", a, b, bf16[0].losses.front());
+  EXPECT_LT(std::abs(a - b), 0.02 * a);
+  EXPECT_LT(b, bf16[0].losses.front());
+}
+
+}  // namespace
+}  // namespace zeropp

@@ -1,0 +1,100 @@
+// Bad input to the engine: a clear error on every rank, and no hang.
+#include "tests/engine_harness.h"
+
+namespace zeropp {
+namespace {
+
+// Runs `make_and_use` on n thread-ranks and returns each rank's error message ("" = none).
+std::vector<std::string> Errors(int n, const std::function<void(int, ProcessGroups&)>& body) {
+  std::vector<std::string> errors(n);
+  testing::RunRanks(n, [&](int rank, const auto& store) {
+    auto groups = ProcessGroups::CreateWithStore(store, rank, n, {1, n, 1, DpMode::kDp}, {});
+    try {
+      body(rank, *groups);
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+    groups->world().Barrier()->Wait();
+  });
+  return errors;
+}
+
+void ExpectAll(const std::vector<std::string>& errors, const std::string& what) {
+  for (size_t r = 0; r < errors.size(); ++r) {
+    EXPECT_NE(errors[r].find("[rank " + std::to_string(r) + "]"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find(what), std::string::npos) << "rank " << r << ": '" << errors[r] << "'";
+  }
+}
+
+TEST(EngineErrorsTest, EmptyModel) {
+  ExpectAll(Errors(2, [](int, ProcessGroups& g) { Engine e(torch::nn::Sequential().ptr(), g, {}); }),
+            "Engine: the Sequential is empty (expected at least one child module)");
+}
+
+TEST(EngineErrorsTest, NotASequential) {
+  ExpectAll(Errors(2, [](int, ProcessGroups& g) { Engine e(torch::nn::Linear(3, 4).ptr(), g, {}); }),
+            "Engine: model is a torch::nn::LinearImpl, expected a torch::nn::Sequential");
+}
+
+TEST(EngineErrorsTest, UnitPolicyThatCannotBeMet) {
+  ExpectAll(Errors(2,
+                   [](int, ProcessGroups& g) {
+                     EngineOptions o;
+                     o.units.kind = UnitPolicy::Kind::kExplicit;
+                     o.units.starts = {0, 9};
+                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, o);
+                   }),
+            "units.starts([0,9]) has a unit starting at child 9 but the Sequential has 5 children");
+  ExpectAll(Errors(2,
+                   [](int, ProcessGroups& g) {
+                     EngineOptions o;
+                     o.units.kind = UnitPolicy::Kind::kExplicit;
+                     o.units.starts = {0, 3, 2};
+                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, o);
+                   }),
+            "units.starts([0,3,2]) must be strictly increasing");
+  ExpectAll(Errors(2,
+                   [](int, ProcessGroups& g) {
+                     EngineOptions o;
+                     o.max_live_units = 1;
+                     Engine e(testing::MakeModel(testing::ModelKind::kGpt).ptr(), g, o);
+                   }),
+            "max_live_units(1) is below 1 + the most tied-parameter dependencies of a unit (2)");
+}
+
+TEST(EngineErrorsTest, DifferentModelsOnDifferentRanksFailEverywhere) {
+  std::vector<torch::nn::Sequential> models;
+  for (int r = 0; r < 3; ++r) {
+    models.push_back(r == 1 ? torch::nn::Sequential(torch::nn::Linear(7, 16), torch::nn::Linear(16, 5))
+                            : torch::nn::Sequential(torch::nn::Linear(7, 15), torch::nn::Linear(15, 5)));
+  }
+  auto errors = Errors(3, [&](int rank, ProcessGroups& g) { Engine e(models[rank].ptr(), g, {}); });
+  ExpectAll(errors, "the model differs across ranks");
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("ranks [0,2] fingerprint"), std::string::npos) << e;
+    EXPECT_NE(e.find("ranks [1] fingerprint"), std::string::npos) << e;
+  }
+}
+
+TEST(EngineErrorsTest, StepWithMismatchedBatches) {
+  ExpectAll(Errors(2,
+                   [](int, ProcessGroups& g) {
+                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, {});
+                     e.Step({at::zeros({2, 7})}, {}, [](const at::Tensor& o, const at::Tensor&) { return o.sum(); });
+                   }),
+            "Engine::Step: got 1 inputs and 0 targets, expected the same number >= 1");
+}
+
+TEST(EngineErrorsTest, BadOptionsNameTheField) {
+  ExpectAll(Errors(1,
+                   [](int, ProcessGroups& g) {
+                     EngineOptions o;
+                     o.prefetch_depth = -1;
+                     o.adamw.beta1 = 1.5f;
+                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, o);
+                   }),
+            "EngineOptions: prefetch_depth(-1) must be >= 0; adamw.beta1(1.5) must be in [0, 1)");
+}
+
+}  // namespace
+}  // namespace zeropp

@@ -1,0 +1,141 @@
+// train: trains the GPT of models/ with the zeropp engine on the ranks the launcher started.
+//
+//   ./zpp run --nproc-per-node 4 -- bazel-bin/tools/train --steps 100 --width 128
+//   ./zpp demo                   (the same with --demo: the main job's settings)
+// Rank 0 prints one progress line per logged step and ends with
+//   DONE steps=N first_loss=A last_loss=B tokens_per_s=C peak_rss_mb=D
+#include <ATen/Parallel.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/byte_corpus.h"
+#include "models/gpt.h"
+#include "tools/train_config.h"
+#include "zeropp/engine.h"
+#include "zeropp/process_groups.h"
+
+namespace zeropp {
+namespace {
+
+double PeakRssMb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+std::string Bar(int64_t done, int64_t total, int width = 20) {
+  int filled = static_cast<int>(width * done / std::max<int64_t>(1, total));
+  return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool demo = false;
+  std::vector<std::string> rest;
+  for (const auto& a : args) {
+    if (a == "--demo") {
+      demo = true;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (demo) rest.insert(rest.begin(), {"--steps", "400", "--log-every", "20", "--lr", "4e-3"});
+  DistEnv env = DistEnv::FromEnvironment();
+  tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
+  if (!cfg.zero_set) cfg.parallel.zero = std::max(1, env.world_size / (cfg.parallel.pp * cfg.parallel.dp));
+  if (cfg.parallel.pp > 1) {
+    throw std::invalid_argument("pp: got " + std::to_string(cfg.parallel.pp) +
+                                ", but pipeline parallelism (the ZeroPP executor) has not landed yet; use pp=1");
+  }
+  at::set_num_threads(1);
+  ProcessGroupsOptions po;
+  auto groups = ProcessGroups::Create(env, cfg.parallel, po);
+  const MeshCoord me = cfg.parallel.CoordOf(env.rank);
+  const int64_t dp_rank = static_cast<int64_t>(me.dp_index) * cfg.parallel.zero + me.zero_index;
+  const int64_t dp_size = static_cast<int64_t>(cfg.parallel.zero) * cfg.parallel.dp;
+  const bool lead = env.rank == 0;
+
+  auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
+  torch::manual_seed(cfg.seed);
+  auto model = models::MakeGpt(cfg.gpt);
+  Engine engine(model.ptr(), *groups, cfg.engine);
+  const int64_t tokens_per_step = cfg.micro_batch * cfg.microbatches * dp_size * cfg.gpt.context;
+  if (lead) {
+    std::printf("zeropp train: %s, %lld parameters in %d units, %s, %lld tokens/step, corpus %s (%lld bytes)\n",
+                cfg.gpt.ToString().c_str(), (long long)engine.num_parameters(), engine.num_units(),
+                cfg.parallel.ToString().c_str(), (long long)tokens_per_step, cfg.data_dir.c_str(),
+                (long long)corpus.size());
+    std::fflush(stdout);
+  }
+  std::ofstream metrics;
+  if (lead && !cfg.metrics.empty()) metrics.open(cfg.metrics);
+  const int vocab = static_cast<int>(cfg.gpt.vocab);
+  LossFn loss_fn = [vocab](const at::Tensor& out, const at::Tensor& target) {
+    return at::cross_entropy_loss(out.reshape({-1, vocab}).to(at::kFloat), target.reshape({-1}));
+  };
+  double first_loss = 0, last_loss = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < cfg.steps; ++step) {
+    std::vector<at::Tensor> xs(cfg.microbatches), ys(cfg.microbatches);
+    for (int64_t m = 0; m < cfg.microbatches; ++m) {
+      corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, cfg.microbatches, cfg.gpt.context, cfg.seed,
+                        &xs[m], &ys[m]);
+    }
+    StepResult r = engine.Step(xs, ys, loss_fn);
+    if (step == 0) first_loss = r.loss;
+    last_loss = r.loss;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double tps = tokens_per_step * (step + 1) / secs;
+    if (lead && ((step + 1) % cfg.log_every == 0 || step == 0 || step + 1 == cfg.steps)) {
+      MemoryStats mem = engine.Memory();
+      std::printf("step %4lld/%lld %s loss %.4f  grad_norm %.3f  %.0f tok/s  rss %.0f MB  model-state %.1f MB/rank  sent %.2f MB/step\n",
+                  (long long)(step + 1), (long long)cfg.steps, Bar(step + 1, cfg.steps).c_str(), r.loss, r.grad_norm,
+                  tps, PeakRssMb(), mem.ModelStateBytes() / 1e6, (r.zero_comm.TotalSent() + r.dp_comm.TotalSent()) / 1e6);
+      std::fflush(stdout);
+    }
+    if (metrics.is_open()) {
+      metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
+              << ",\"tokens_per_s\":" << tps << ",\"bytes_sent\":" << (r.zero_comm.TotalSent() + r.dp_comm.TotalSent())
+              << ",\"all_gathers\":" << r.gathers << ",\"reduce_scatters\":" << r.reduce_scatters << "}\n";
+      metrics.flush();
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  at::Tensor rss = at::zeros({groups->world().size()}, at::TensorOptions().dtype(at::kDouble));
+  groups->world().AllGather(rss, at::full({1}, PeakRssMb(), at::TensorOptions().dtype(at::kDouble)))->Wait();
+  if (lead) {
+    std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
+                (long long)cfg.steps, first_loss, last_loss, tokens_per_step * cfg.steps / secs,
+                rss.max().item<double>());
+    std::fflush(stdout);
+  }
+  groups->world().Barrier()->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeropp
+
+int main(int argc, char** argv) {
+  try {
+    return zeropp::Main(argc, argv);
+  } catch (const std::exception& e) {
+    const char* rank = std::getenv("RANK");
+    std::string msg = e.what();
+    if (msg.rfind("[rank", 0) != 0) msg = std::string("[rank ") + (rank ? rank : "?") + "] " + msg;
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    return 1;
+  }
+}
