@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/loopback_bound.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
 #include "tools/train_config.h"
@@ -87,7 +88,15 @@ int Main(int argc, char** argv) {
   };
   double first_loss = 0, last_loss = 0;
   auto t0 = std::chrono::steady_clock::now();
+  // Benchmark window: the steps after --bench-warmup, timed between barriers.
+  auto tb = t0;
+  int64_t lo0 = 0, counted = 0, wait_us = 0, busy_us = 0;
   for (int64_t step = 0; step < cfg.steps; ++step) {
+    if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
+      groups->world().Barrier()->Wait();
+      lo0 = bench::LoopbackTxBytes();
+      tb = std::chrono::steady_clock::now();
+    }
     std::vector<at::Tensor> xs(cfg.microbatches), ys(cfg.microbatches);
     for (int64_t m = 0; m < cfg.microbatches; ++m) {
       corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, cfg.microbatches, cfg.gpt.context, cfg.seed,
@@ -95,6 +104,11 @@ int Main(int argc, char** argv) {
     }
     StepResult r = engine.Step(xs, ys, loss_fn);
     if (step == 0) first_loss = r.loss;
+    if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
+      counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
+      wait_us += r.gather_wait_us;
+      busy_us += r.gather_busy_us;
+    }
     last_loss = r.loss;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tps = tokens_per_step * (step + 1) / secs;
@@ -113,6 +127,22 @@ int Main(int argc, char** argv) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (cfg.bench_warmup > 0 && cfg.steps > cfg.bench_warmup) {
+    groups->world().Barrier()->Wait();
+    const double bsecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
+    const int64_t lo1 = bench::LoopbackTxBytes();
+    const int64_t timed = cfg.steps - cfg.bench_warmup;
+    at::Tensor hid = at::zeros({groups->world().size()}, at::TensorOptions().dtype(at::kDouble));
+    const double hidden = busy_us > 0 ? 1.0 - static_cast<double>(wait_us) / busy_us : 0.0;
+    groups->world().AllGather(hid, at::full({1}, hidden, at::TensorOptions().dtype(at::kDouble)))->Wait();
+    if (lead) {
+      std::printf("BENCH framework=zeropp ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
+                  "counted_bytes_per_rank_step=%.0f allgather_hidden=%.3f\n",
+                  env.world_size, tokens_per_step * timed / bsecs,
+                  static_cast<double>(lo1 - lo0) / timed / env.world_size, static_cast<double>(counted) / timed,
+                  hid.min().item<double>());
+    }
+  }
   at::Tensor rss = at::zeros({groups->world().size()}, at::TensorOptions().dtype(at::kDouble));
   groups->world().AllGather(rss, at::full({1}, PeakRssMb(), at::TensorOptions().dtype(at::kDouble)))->Wait();
   if (lead) {

@@ -100,6 +100,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"seed", {false, [&](const std::string& v) { c.seed = static_cast<uint64_t>(i64("seed", v, 0)); }}},
       {"data-dir", {false, [&](const std::string& v) { c.data_dir = v; }}},
       {"metrics", {false, [&](const std::string& v) { c.metrics = v; }}},
+      {"bench-warmup", {false, [&](const std::string& v) { c.bench_warmup = i64("bench-warmup", v, 0); }}},
       {"log-every", {false, [&](const std::string& v) { c.log_every = i64("log-every", v, 1); }}},
       {"vocab", {false, [&](const std::string& v) { c.gpt.vocab = i64("vocab", v, 1); }}},
       {"context", {false, [&](const std::string& v) { c.gpt.context = i64("context", v, 1); }}},

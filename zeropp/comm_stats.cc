@@ -46,6 +46,7 @@ CommStats CommStats::Since(const CommStats& before) const {
     d.by_kind[i].ops = by_kind[i].ops - before.by_kind[i].ops;
     d.by_kind[i].bytes_sent = by_kind[i].bytes_sent - before.by_kind[i].bytes_sent;
     d.by_kind[i].bytes_received = by_kind[i].bytes_received - before.by_kind[i].bytes_received;
+    d.by_kind[i].busy_us = by_kind[i].busy_us - before.by_kind[i].busy_us;
     d.by_kind[i].modeled = by_kind[i].modeled;
   }
   return d;

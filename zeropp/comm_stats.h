@@ -36,6 +36,7 @@ struct KindStats {
   int64_t ops = 0;
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
+  int64_t busy_us = 0;   // time the comm thread spent running these operations
   bool modeled = false;  // bytes come from the backend's algorithm, not from counted transfers
 };
 

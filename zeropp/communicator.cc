@@ -205,10 +205,16 @@ void Communicator::WorkerLoop() {
           CommError(absl::StrCat(Describe(task.record), ": not run, group failed earlier: ", broken))));
       continue;
     }
-    log_.SetState(task.record.seq, OpState::kRunning, NowUs());
+    const int64_t start_us = NowUs();
+    log_.SetState(task.record.seq, OpState::kRunning, start_us);
     try {
       task.run(task);
-      log_.SetState(task.record.seq, OpState::kDone, NowUs());
+      const int64_t end_us = NowUs();
+      log_.SetState(task.record.seq, OpState::kDone, end_us);
+      {
+        std::lock_guard<std::mutex> slock(stats_mu_);
+        stats_[task.record.kind].busy_us += end_us - start_us;
+      }
       task.work->MarkDone();
     } catch (const std::exception& e) {
       log_.SetState(task.record.seq, OpState::kFailed, NowUs());

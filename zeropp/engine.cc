@@ -1,6 +1,7 @@
 #include "zeropp/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -250,9 +251,11 @@ void Engine::Require(int k) {
     units_[u]->Unshard(groups_.zero());
     NoteUnshard(u);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   for (int u : need) {
     if (units_[u]->state() == ShardState::kUnsharding) units_[u]->WaitForUnshard();
   }
+  gather_wait_us_ += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Engine::Prefetch(int k, int direction) {
@@ -407,6 +410,7 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
   int64_t gathers0 = 0;
   for (const auto& u : units_) gathers0 += u->gathers();
   const int64_t rs0 = reduce_scatters_;
+  const int64_t wait0 = gather_wait_us_;
   for (auto& u : units_) {
     if (u->flat()) u->flat()->grad_shard().zero_();
   }
@@ -473,6 +477,8 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
   for (const auto& u : units_) r.gathers += u->gathers();
   r.gathers -= gathers0;
   r.reduce_scatters = reduce_scatters_ - rs0;
+  r.gather_wait_us = gather_wait_us_ - wait0;
+  r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
   return r;
 }
 

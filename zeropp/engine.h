@@ -72,6 +72,10 @@ struct StepResult {
   CommStats dp_comm;     // and across replicas
   int64_t gathers = 0;   // all-gathers issued this step
   int64_t reduce_scatters = 0;
+  // Time the training thread waited for all-gathers (exposed), and the comm thread's all-gather
+  // time; 1 - exposed/busy is the share of all-gather time hidden behind compute.
+  int64_t gather_wait_us = 0;
+  int64_t gather_busy_us = 0;
 };
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
@@ -131,6 +135,7 @@ class Engine {
   int64_t unsharded_live_ = 0, unsharded_peak_ = 0;
   int64_t grad_live_ = 0, grad_peak_ = 0;
   int64_t reduce_scatters_ = 0;
+  int64_t gather_wait_us_ = 0;
 };
 
 }  // namespace zeropp

@@ -1,0 +1,50 @@
+// TrainConfig: flags and flat JSON, and refusals that name the field.
+#include "tools/train_config.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace zeropp {
+namespace {
+
+using tools::TrainConfig;
+
+std::string ErrorOf(const std::vector<std::string>& args) {
+  try {
+    TrainConfig::Parse(args);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainConfigTest, FlagsAndJsonWithOverrides) {
+  std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/cfg.json";
+  std::ofstream(path) << "{\"steps\": 7, \"width\": 32, \"heads\": 2, \"param_dtype\": \"bf16\", \"no_sync\": true,\n"
+                         " \"dp-mode\": \"dp\", \"lr\": 0.01}";
+  TrainConfig c = TrainConfig::Parse({"--config", path, "--steps", "9", "--recompute", "--zero", "2"});
+  EXPECT_EQ(c.steps, 9);
+  EXPECT_EQ(c.gpt.width, 32);
+  EXPECT_EQ(c.gpt.heads, 2);
+  EXPECT_EQ(c.engine.param_dtype, at::kBFloat16);
+  EXPECT_TRUE(c.engine.no_sync);
+  EXPECT_TRUE(c.engine.recompute);
+  EXPECT_FLOAT_EQ(c.engine.adamw.lr, 0.01f);
+  EXPECT_EQ(c.parallel.zero, 2);
+  EXPECT_TRUE(c.zero_set);
+}
+
+TEST(TrainConfigTest, RefusalsNameFieldValueAndExpectation) {
+  EXPECT_EQ(ErrorOf({"--steps", "0"}), "steps: got '0', expected an integer >= 1");
+  EXPECT_EQ(ErrorOf({"--param-dtype", "fp16"}), "param-dtype: got 'fp16', expected fp32 or bf16");
+  EXPECT_EQ(ErrorOf({"--width", "30", "--heads", "4"}), "gpt.width: got 30, expected a multiple of gpt.heads (4)");
+  EXPECT_NE(ErrorOf({"--widht", "30"}).find("unknown setting 'widht'; expected one of:"), std::string::npos);
+  EXPECT_EQ(ErrorOf({"--dp-mode", "zero3"}), "dp_mode: got 'zero3', expected one of: dp, zero1");
+  EXPECT_NE(ErrorOf({"--config", "/nonexistent.json"}).find("--config: cannot read '/nonexistent.json'"), std::string::npos);
+  EXPECT_EQ(ErrorOf({"--lr"}), "--lr: missing value");
+}
+
+}  // namespace
+}  // namespace zeropp

@@ -1,0 +1,39 @@
+#!/bin/bash
+# The training job end to end: 2 real processes through the launcher train a tiny GPT with ZeRO-3;
+# the run ends with its DONE line, the loss falls, metrics are JSON lines; bad settings fail on
+# every rank with one clear line.
+set -u
+RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
+LAUNCHER="$RUNFILES/tools/launcher"
+TRAIN="$RUNFILES/tools/train"
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/train.XXXXXX")"
+FAILS=0; PASSES=0
+pass() { echo "PASS: $1"; PASSES=$((PASSES + 1)); }
+fail() { echo "FAIL: $1"; FAILS=$((FAILS + 1)); }
+
+out="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --steps 30 --width 32 --depth 2 --heads 2 --context 16 \
+  --micro-batch 4 --lr 0.01 --log-every 10 --metrics "$WORK/m.jsonl" 2>&1)"; rc=$?
+done_line="$(grep -oP 'DONE steps=\S+ first_loss=\S+ last_loss=\S+ tokens_per_s=\S+ peak_rss_mb=\S+$' <<<"$out")"
+first=$(grep -oP '(?<=first_loss=)[0-9.]+' <<<"$done_line"); last=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$done_line")
+if [[ $rc -eq 0 && -n "$done_line" ]] && awk -v f="$first" -v l="$last" 'BEGIN{exit !(l < f - 1.0)}'; then
+  pass "2-rank training: $done_line"
+else
+  fail "2-rank training rc=$rc: $out"
+fi
+lines=$(grep -c '^{"step":[0-9]*,"loss":' "$WORK/m.jsonl" 2>/dev/null || echo 0)
+if [[ "$lines" -eq 30 ]]; then pass "30 metrics lines"; else fail "metrics lines: $lines"; fi
+
+out="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --steps 2 --zero 3 2>&1)"; rc=$?
+if [[ $rc -ne 0 && "$out" == *"error: [rank 0] ParallelConfig: pp(1)*zero(3)*dp(1)=3 != world_size(2)"* ]]; then
+  pass "impossible layout refused"
+else
+  fail "impossible layout: rc=$rc $out"
+fi
+out="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --steps 2 --width 30 --heads 4 2>&1)"; rc=$?
+if [[ $rc -ne 0 && "$out" == *"gpt.width: got 30, expected a multiple of gpt.heads (4)"* ]]; then
+  pass "bad model setting refused"
+else
+  fail "bad model setting: rc=$rc $out"
+fi
+echo "$PASSES passed, $FAILS failed"
+[[ $FAILS -eq 0 ]]
