@@ -1,0 +1,296 @@
+#include "scheduler/generators.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeropp {
+namespace scheduler {
+namespace {
+
+void Require(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument(msg);
+}
+
+void CheckCommon(const std::string& name, int pp, int v, int m) {
+  Require(pp >= 1, absl::StrCat(name, ": pp(", pp, ") must be >= 1"));
+  Require(v >= 1, absl::StrCat(name, ": v(", v, ") must be >= 1"));
+  Require(m >= 1, absl::StrCat(name, ": m(", m, ") must be >= 1"));
+}
+
+// Emits actions for one rank, adding the point-to-point transfers implied by the flow rule.
+class RankBuilder {
+ public:
+  RankBuilder(int pp, int v, int r, std::vector<Action>* out) : pp_(pp), v_(v), r_(r), out_(out) {}
+
+  // Ranks holding the previous / next virtual stage of chunk c (-1 at the ends).
+  int PrevRank(int c) const {
+    int s = c * pp_ + r_;
+    return s == 0 ? -1 : (s - 1) % pp_;
+  }
+  int NextRank(int c) const {
+    int s = c * pp_ + r_;
+    return s == v_ * pp_ - 1 ? -1 : (s + 1) % pp_;
+  }
+
+  void Emit(ActionKind k, int chunk = -1, int mb = -1, int peer = -1) { out_->push_back(Action{k, chunk, mb, peer}); }
+
+  void Forward(int c, int mb) {
+    int prev = PrevRank(c), next = NextRank(c);
+    if (prev >= 0 && prev != r_) Emit(ActionKind::kRecvAct, PrevChunk(c), mb, prev);
+    Emit(ActionKind::kForward, c, mb);
+    if (next >= 0 && next != r_) Emit(ActionKind::kSendAct, c, mb, next);
+  }
+  // kind is kBackward or kBackwardInput.
+  void Backward(ActionKind kind, int c, int mb) {
+    int prev = PrevRank(c), next = NextRank(c);
+    if (next >= 0 && next != r_) Emit(ActionKind::kRecvGrad, NextChunk(c), mb, next);
+    Emit(kind, c, mb);
+    if (prev >= 0 && prev != r_) Emit(ActionKind::kSendGrad, c, mb, prev);
+  }
+
+ private:
+  // The chunk index on the peer rank: the same chunk, unless the flow wraps between ranks.
+  int PrevChunk(int c) const { return r_ == 0 ? c - 1 : c; }
+  int NextChunk(int c) const { return r_ == pp_ - 1 ? c + 1 : c; }
+
+  int pp_, v_, r_;
+  std::vector<Action>* out_;
+};
+
+// Inserts gathers/releases for the baseline policies and the final reduce/optimizer actions.
+void AddGathersAndTail(Schedule* s, GatherPolicy policy) {
+  for (auto& actions : s->ranks) {
+    std::vector<Action> out;
+    if (policy == GatherPolicy::kResident) {
+      for (int c = 0; c < s->v; ++c) out.push_back({ActionKind::kGather, c});
+    }
+    for (const Action& a : actions) {
+      bool needs = a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward ||
+                   a.kind == ActionKind::kBackwardInput;
+      if (needs && policy == GatherPolicy::kPerMicrobatch) out.push_back({ActionKind::kGather, a.chunk});
+      out.push_back(a);
+      if (needs && policy == GatherPolicy::kPerMicrobatch) out.push_back({ActionKind::kRelease, a.chunk});
+    }
+    if (policy == GatherPolicy::kResident) {
+      for (int c = 0; c < s->v; ++c) out.push_back({ActionKind::kRelease, c});
+    }
+    for (int c = 0; c < s->v; ++c) out.push_back({ActionKind::kReduceGrad, c});
+    out.push_back({ActionKind::kOptimizerStep});
+    actions = std::move(out);
+  }
+}
+
+bool IsP2P(const Action& a) {
+  return a.kind == ActionKind::kSendAct || a.kind == ActionKind::kSendGrad || a.kind == ActionKind::kRecvAct ||
+         a.kind == ActionKind::kRecvGrad;
+}
+
+// Transfers are issued as batches (each maximal run of consecutive sends/receives is posted
+// together, as Megatron's batch_isend_irecv does), so their order inside a run does not matter
+// and no parity trick is needed. A weight-gradient pass depends on no transfer, so a W standing
+// between two transfers moves after them: the transfers then form one batch.
+void GroupTransfers(Schedule* s) {
+  for (auto& a : s->ranks) {
+    for (size_t i = 1; i + 1 < a.size(); ++i) {
+      if (!IsP2P(a[i - 1]) || a[i].kind != ActionKind::kBackwardWeight) continue;
+      size_t j = i;
+      while (j + 1 < a.size() && a[j + 1].kind == ActionKind::kBackwardWeight) ++j;
+      size_t k = j + 1;
+      while (k < a.size() && IsP2P(a[k])) ++k;
+      if (k > j + 1) std::rotate(a.begin() + i, a.begin() + j + 1, a.begin() + k);
+    }
+  }
+}
+
+Schedule Finish(Schedule s, const GenOptions& o, bool baseline) {
+  if (baseline) AddGathersAndTail(&s, o.gather);
+  if (o.group_transfers) GroupTransfers(&s);
+  return s;
+}
+
+Schedule Blank(const std::string& name, int pp, int v, int m, int u) {
+  Schedule s;
+  s.name = name;
+  s.pp = pp;
+  s.v = v;
+  s.m = m;
+  s.u = u;
+  s.ranks.resize(pp);
+  return s;
+}
+
+}  // namespace
+
+Schedule GPipe(int pp, int m, const GenOptions& o) {
+  CheckCommon("gpipe", pp, 1, m);
+  Schedule s = Blank("gpipe", pp, 1, m, 0);
+  for (int r = 0; r < pp; ++r) {
+    RankBuilder b(pp, 1, r, &s.ranks[r]);
+    for (int i = 0; i < m; ++i) b.Forward(0, i);
+    for (int i = 0; i < m; ++i) b.Backward(ActionKind::kBackward, 0, i);
+  }
+  return Finish(s, o, true);
+}
+
+Schedule OneFOneB(int pp, int m, const GenOptions& o) {
+  CheckCommon("1f1b", pp, 1, m);
+  Schedule s = Blank("1f1b", pp, 1, m, 0);
+  for (int r = 0; r < pp; ++r) {
+    RankBuilder b(pp, 1, r, &s.ranks[r]);
+    const int warm = std::min(pp - 1 - r, m);
+    for (int i = 0; i < warm; ++i) b.Forward(0, i);
+    for (int k = 0; k < m - warm; ++k) {
+      b.Forward(0, warm + k);
+      b.Backward(ActionKind::kBackward, 0, k);
+    }
+    for (int k = m - warm; k < m; ++k) b.Backward(ActionKind::kBackward, 0, k);
+  }
+  return Finish(s, o, true);
+}
+
+Schedule Interleaved(int pp, int v, int m, const GenOptions& o) {
+  CheckCommon("interleaved", pp, v, m);
+  Require(m % pp == 0, absl::StrCat("interleaved: m(", m, ") must be a multiple of pp(", pp, ")"));
+  Schedule s = Blank("interleaved", pp, v, m, 0);
+  const int total = m * v;
+  auto fchunk = [&](int k) { return (k % (pp * v)) / pp; };
+  auto bchunk = [&](int k) { return v - 1 - (k % (pp * v)) / pp; };
+  auto mbof = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
+  for (int r = 0; r < pp; ++r) {
+    RankBuilder b(pp, v, r, &s.ranks[r]);
+    const int warm = std::min((pp - r - 1) * 2 + (v - 1) * pp, total);
+    for (int k = 0; k < warm; ++k) b.Forward(fchunk(k), mbof(k));
+    for (int i = 0; i < total - warm; ++i) {
+      b.Forward(fchunk(warm + i), mbof(warm + i));
+      b.Backward(ActionKind::kBackward, bchunk(i), mbof(i));
+    }
+    for (int i = total - warm; i < total; ++i) b.Backward(ActionKind::kBackward, bchunk(i), mbof(i));
+  }
+  return Finish(s, o, true);
+}
+
+Schedule ZbH1(int pp, int m, const GenOptions& o) {
+  CheckCommon("zb-h1", pp, 1, m);
+  Schedule s = Blank("zb-h1", pp, 1, m, 0);
+  for (int r = 0; r < pp; ++r) {
+    RankBuilder b(pp, 1, r, &s.ranks[r]);
+    const int warm = std::min(pp - 1 - r, m);
+    std::vector<int> deferred;
+    for (int i = 0; i < warm; ++i) b.Forward(0, i);
+    for (int k = 0; k < m - warm; ++k) {
+      b.Forward(0, warm + k);
+      b.Backward(ActionKind::kBackwardInput, 0, k);
+      // Rank r keeps the first r weight passes for the cool-down, where it would otherwise wait.
+      if (k >= r) {
+        b.Emit(ActionKind::kBackwardWeight, 0, k);
+      } else {
+        deferred.push_back(k);
+      }
+    }
+    for (int k = m - warm; k < m; ++k) {
+      b.Backward(ActionKind::kBackwardInput, 0, k);
+      b.Emit(ActionKind::kBackwardWeight, 0, k);
+    }
+    for (int k : deferred) b.Emit(ActionKind::kBackwardWeight, 0, k);
+  }
+  return Finish(s, o, true);
+}
+
+Schedule Zero3(int m, const GenOptions& o) {
+  GenOptions z = o;
+  z.gather = GatherPolicy::kPerMicrobatch;
+  Schedule s = GPipe(1, m, z);
+  s.name = "zero3";
+  return s;
+}
+
+Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o) {
+  CheckCommon("zeropp", pp, v, m);
+  Require(u >= 1, absl::StrCat("zeropp: U(", u, ") must be >= 1"));
+  std::vector<std::vector<int>> units;
+  for (int start = 0; start < m; start += u) {
+    units.emplace_back();
+    for (int i = start; i < std::min(m, start + u); ++i) units.back().push_back(i);
+  }
+  for (size_t i = 0; i < units.size(); ++i) {
+    Require(static_cast<int>(units[i].size()) >= pp,
+            absl::StrCat("zeropp: unit ", i, " has ", units[i].size(), " micro-batches (m(", m, ") split by U(", u,
+                         ")) but every unit needs at least pp(", pp, ")"));
+  }
+  Schedule s = Blank("zeropp", pp, v, m, u);
+  for (int r = 0; r < pp; ++r) {
+    auto& out = s.ranks[r];
+    RankBuilder b(pp, v, r, &out);
+    int current = -1;  // chunk whose weights are gathered
+    auto use = [&](int c) {
+      if (current == c) return;
+      if (current >= 0) b.Emit(ActionKind::kRelease, current);
+      b.Emit(ActionKind::kGather, c);
+      current = c;
+    };
+    for (const auto& mbs : units) {
+      const int un = static_cast<int>(mbs.size());
+      const int n = un * v;
+      const int warm = std::min(2 * (pp - 1 - r) + (v - 1) * un, n);
+      const int steady = n - warm;
+      std::vector<std::pair<int, int>> stack;  // deferred W: (chunk, mb), LIFO
+      std::vector<int> w_left(v, 0);           // W's still to run per chunk in this unit
+      for (int c = 0; c < v; ++c) w_left[c] = un;
+      auto fwd = [&](int step) {
+        int c = step / un;
+        use(c);
+        b.Forward(c, mbs[step % un]);
+      };
+      auto weight = [&](int c, int mb) {
+        b.Emit(ActionKind::kBackwardWeight, c, mb);
+        if (--w_left[c] == 0) b.Emit(ActionKind::kReduceGrad, c);
+      };
+      auto bwd = [&](int step) {
+        int c = v - 1 - step / un;
+        use(c);
+        b.Backward(ActionKind::kBackwardInput, c, mbs[step % un]);
+        return std::make_pair(c, mbs[step % un]);
+      };
+      for (int i = 0; i < warm; ++i) fwd(i);
+      for (int k = 0; k < steady; ++k) {
+        fwd(warm + k);
+        auto done = bwd(k);
+        if (k > 2 * r) {
+          weight(done.first, done.second);
+        } else {
+          stack.push_back(done);
+        }
+      }
+      for (int k = steady; k < n; ++k) {
+        auto done = bwd(k);
+        weight(done.first, done.second);
+      }
+      while (!stack.empty()) {
+        weight(stack.back().first, stack.back().second);
+        stack.pop_back();
+      }
+    }
+    if (current >= 0) b.Emit(ActionKind::kRelease, current);
+    b.Emit(ActionKind::kOptimizerStep);
+  }
+  return Finish(s, o, false);
+}
+
+Schedule Generate(const std::string& name, int pp, int v, int m, int u, const GenOptions& o) {
+  auto only_v1 = [&] { Require(v == 1, absl::StrCat(name, ": v(", v, ") must be 1 (use interleaved or zeropp)")); };
+  if (name == "gpipe") return only_v1(), GPipe(pp, m, o);
+  if (name == "1f1b") return only_v1(), OneFOneB(pp, m, o);
+  if (name == "interleaved") return Interleaved(pp, v, m, o);
+  if (name == "zeropp") return ZeroPP(pp, v, m, u, o);
+  if (name == "zb-h1") return only_v1(), ZbH1(pp, m, o);
+  if (name == "zero3") {
+    Require(pp == 1 && v == 1, absl::StrCat("zero3: pp(", pp, ") and v(", v, ") must be 1"));
+    return Zero3(m, o);
+  }
+  throw std::invalid_argument("schedule: got '" + name + "', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3");
+}
+
+}  // namespace scheduler
+}  // namespace zeropp

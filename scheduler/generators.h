@@ -1,0 +1,43 @@
+// generators.h: schedule generators, each a pure function of (pp, v, m, U, options).
+//
+//   GPipe        all forwards, then all backwards (v = 1)
+//   OneFOneB     1F1B: pp-1-r warm-up forwards, then alternate, then cool down (v = 1)
+//   Interleaved  Megatron's interleaved 1F1B over v chunks per rank (m % pp == 0)
+//   ZeroPP       units of U micro-batches, each an interleaved GPipe with a 1F1B overlap on the
+//                last chunk, weights gathered once per chunk change, W deferred (ZEROPP.md)
+//   ZbH1         1F1B with the backward split into input (Bi) and weight (W) gradients, W
+//                deferred into the cool-down bubbles (zero-bubble H1)
+//   Zero3        the pp = 1 case: one rank, forwards then backwards, per-micro-batch gathers
+//
+// Baselines emit gathers by GatherPolicy: kResident (parameters gathered once per step, a plain
+// pipeline with replicated stages) or kPerMicrobatch (ZeRO-3 inside a stage: every F and B
+// gathers its chunk and releases it after). Invalid combinations throw std::invalid_argument
+// naming every number.
+#pragma once
+
+#include "scheduler/schedule.h"
+
+namespace zeropp {
+namespace scheduler {
+
+enum class GatherPolicy { kResident, kPerMicrobatch };
+
+struct GenOptions {
+  GatherPolicy gather = GatherPolicy::kPerMicrobatch;
+  // Move weight-gradient passes that split a run of transfers after it, so that each run can be
+  // posted as one batch (deadlock-free under blocking p2p; see the validator's rendezvous mode).
+  bool group_transfers = true;
+};
+
+Schedule GPipe(int pp, int m, const GenOptions& o = {});
+Schedule OneFOneB(int pp, int m, const GenOptions& o = {});
+Schedule Interleaved(int pp, int v, int m, const GenOptions& o = {});
+Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o = {});
+Schedule ZbH1(int pp, int m, const GenOptions& o = {});
+Schedule Zero3(int m, const GenOptions& o = {});
+
+// By name: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3.
+Schedule Generate(const std::string& name, int pp, int v, int m, int u, const GenOptions& o = {});
+
+}  // namespace scheduler
+}  // namespace zeropp

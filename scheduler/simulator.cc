@@ -1,0 +1,142 @@
+#include "scheduler/simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeropp {
+namespace scheduler {
+namespace {
+
+using Key = std::tuple<int, int, int, int, int>;  // (is_grad, src, dst, sender chunk, mb)
+
+bool IsGrad(ActionKind k) { return k == ActionKind::kSendGrad || k == ActionKind::kRecvGrad; }
+
+}  // namespace
+
+std::string SimResult::ChromeTraceJson() const {
+  std::vector<std::string> ev;
+  for (const auto& e : events) {
+    ev.push_back(absl::StrCat("{\"name\":\"", e.name, "\",\"cat\":\"", e.cat, "\",\"ph\":\"X\",\"pid\":0,\"tid\":", e.rank,
+                              ",\"ts\":", e.start_s * 1e6, ",\"dur\":", (e.end_s - e.start_s) * 1e6, "}"));
+  }
+  return absl::StrCat("{\"traceEvents\":[\n", absl::StrJoin(ev, ",\n"), "\n],\"displayTimeUnit\":\"ms\"}\n");
+}
+
+SimResult Simulate(const Schedule& s, const CostModel& cost) {
+  const int pp = static_cast<int>(s.ranks.size());
+  const double per_chunk = 1.0 / s.v;
+  const double gather_bytes = s.v > 0 ? cost.stage_param_bytes / s.v * (cost.zero - 1) / std::max(1, cost.zero) : 0;
+  struct R {
+    size_t pc = 0;
+    double t = 0, comm_t = 0, busy = 0;
+    std::map<int, double> gather_ready;
+    std::map<std::pair<int, int>, double> act_ready, grad_ready;  // (own chunk, mb) -> arrival
+    double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;
+  };
+  std::vector<R> st(pp);
+  std::map<Key, double> arrivals;
+  SimResult res;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < pp; ++r) {
+      R& x = st[r];
+      while (x.pc < s.ranks[r].size()) {
+        const Action& a = s.ranks[r][x.pc];
+        const std::string name = a.ToString();
+        auto compute = [&](double seconds) {
+          double start = std::max(x.t, x.gather_ready.count(a.chunk) ? x.gather_ready[a.chunk] : 0.0);
+          // A receive only posts; the computation that consumes it waits for the arrival.
+          const std::pair<int, int> cm{a.chunk, a.mb};
+          if (a.kind == ActionKind::kForward && x.act_ready.count(cm)) start = std::max(start, x.act_ready[cm]);
+          if ((a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) && x.grad_ready.count(cm)) {
+            start = std::max(start, x.grad_ready[cm]);
+          }
+          x.t = start + seconds * per_chunk;
+          x.busy += seconds * per_chunk;
+          res.events.push_back({r, name, "compute", start, x.t});
+        };
+        auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
+          double start = std::max(x.t, x.comm_t);
+          x.comm_t = start + seconds;
+          *bytes_acc += bytes;
+          res.events.push_back({r, name, "comm", start, x.comm_t});
+          return x.comm_t;
+        };
+        bool blocked = false;
+        switch (a.kind) {
+          case ActionKind::kGather:
+            x.gather_ready[a.chunk] = on_comm(cost.intra.Time(gather_bytes), &x.gather_bytes, gather_bytes);
+            break;
+          case ActionKind::kReduceGrad:
+            on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);
+            break;
+          case ActionKind::kRelease:
+            break;
+          case ActionKind::kForward:
+            compute(cost.forward_s);
+            break;
+          case ActionKind::kBackward:
+            compute(cost.backward_s);
+            break;
+          case ActionKind::kBackwardInput:
+            compute(cost.backward_input_s);
+            break;
+          case ActionKind::kBackwardWeight:
+            compute(cost.backward_weight_s);
+            break;
+          case ActionKind::kSendAct:
+          case ActionKind::kSendGrad: {
+            const double arrive = x.t + cost.inter.Time(cost.activation_bytes);
+            arrivals[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = arrive;
+            x.p2p_bytes += cost.activation_bytes;
+            res.events.push_back({r, name, "p2p", x.t, arrive});
+            break;
+          }
+          case ActionKind::kRecvAct:
+          case ActionKind::kRecvGrad: {
+            auto it = arrivals.find(Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb});
+            if (it == arrivals.end()) {
+              blocked = true;
+              break;
+            }
+            const int sender_stage = a.chunk * s.pp + a.peer;
+            const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;
+            (IsGrad(a.kind) ? x.grad_ready : x.act_ready)[{mine / s.pp, a.mb}] = it->second;
+            arrivals.erase(it);
+            break;
+          }
+          case ActionKind::kOptimizerStep:
+            x.t = std::max(x.t, x.comm_t);
+            break;
+        }
+        if (blocked) break;
+        x.pc++;
+        progress = true;
+      }
+    }
+  }
+  double busy = 0;
+  for (int r = 0; r < pp; ++r) {
+    if (st[r].pc < s.ranks[r].size()) {
+      throw std::invalid_argument(absl::StrCat("simulate ", s.name, ": rank ", r, " cannot proceed at #", st[r].pc, " ",
+                                               s.ranks[r][st[r].pc].ToString(), " (validate the schedule first)"));
+    }
+    res.step_s = std::max(res.step_s, std::max(st[r].t, st[r].comm_t));
+    res.busy_s.push_back(st[r].busy);
+    busy += st[r].busy;
+    res.gather_bytes_per_rank = std::max(res.gather_bytes_per_rank, st[r].gather_bytes);
+    res.reduce_bytes_per_rank = std::max(res.reduce_bytes_per_rank, st[r].reduce_bytes);
+    res.p2p_bytes_per_rank = std::max(res.p2p_bytes_per_rank, st[r].p2p_bytes);
+  }
+  res.bubble = busy > 0 ? (pp * res.step_s - busy) / busy : 0;
+  return res;
+}
+
+}  // namespace scheduler
+}  // namespace zeropp

@@ -1,0 +1,64 @@
+// simulator.h: runs a schedule on a cost model and predicts step time, bubble, traffic and memory.
+//
+// Per rank, compute actions run in program order on one compute stream (a receive only posts: the
+// forward or backward consuming it waits for its arrival); gathers and gradient
+// reductions run on a comm stream (issued in program order, overlapping compute; a computation
+// waits for its chunk's gather). Transfers between pipeline ranks are asynchronous sends arriving
+// alpha + bytes/beta later over the inter-stage link; gathers and reductions move
+// bytes*(zero-1)/zero over the intra-stage link. Costs are per pipeline stage: a chunk of a rank
+// with v chunks costs 1/v of them.
+//
+// bubble = (pp * step_time - sum of compute busy time) / sum of compute busy time, so uniform
+// costs give (p-1)/m for GPipe and 1F1B, (p-1)/(v*m) for interleaved 1F1B.
+// The trace is Chrome trace JSON (one track per rank), the executor's format.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scheduler/schedule.h"
+
+namespace zeropp {
+namespace scheduler {
+
+struct Link {
+  double alpha_s = 0;           // latency per message
+  double bytes_per_s = 1e300;   // bandwidth
+  double Time(double bytes) const { return bytes > 0 ? alpha_s + bytes / bytes_per_s : 0.0; }
+};
+
+struct CostModel {
+  double forward_s = 1.0;           // one micro-batch through a whole stage
+  double backward_s = 2.0;          // B (input + weight)
+  double backward_input_s = 1.0;    // Bi
+  double backward_weight_s = 1.0;   // W
+  double activation_bytes = 0;      // per micro-batch crossing a stage boundary
+  double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype
+  int zero = 1;                     // ranks sharing a stage (ZeRO-3 group)
+  Link intra;                       // inside a stage (gathers, reduce-scatters)
+  Link inter;                       // between stages (activations, gradients)
+};
+
+struct SimEvent {
+  int rank;
+  std::string name;  // action text, e.g. F0.3
+  std::string cat;   // compute, comm, p2p
+  double start_s, end_s;
+};
+
+struct SimResult {
+  double step_s = 0;
+  double bubble = 0;
+  std::vector<double> busy_s;        // compute time per rank
+  double gather_bytes_per_rank = 0;  // max over ranks, bytes sent
+  double reduce_bytes_per_rank = 0;
+  double p2p_bytes_per_rank = 0;
+  std::vector<SimEvent> events;
+  std::string ChromeTraceJson() const;
+};
+
+// Throws std::invalid_argument if the schedule cannot complete (run the validator first).
+SimResult Simulate(const Schedule& s, const CostModel& cost);
+
+}  // namespace scheduler
+}  // namespace zeropp

@@ -1,0 +1,87 @@
+// The simulator against the pipeline formulas: with uniform costs and free communication the
+// bubble is exactly (p-1)/m for GPipe and 1F1B, (p-1)/(v*m) for interleaved 1F1B and about
+// (p-1)/(3m) for ZB-H1; stashed activations peak at m for GPipe and at most p for 1F1B; ZeroPP's
+// all-gather bytes fall as 1/U.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "scheduler/generators.h"
+#include "scheduler/simulator.h"
+#include "scheduler/validator.h"
+
+namespace zeropp {
+namespace scheduler {
+namespace {
+
+CostModel Uniform() {
+  CostModel c;
+  c.forward_s = 1;
+  c.backward_s = 2;
+  c.backward_input_s = 1;
+  c.backward_weight_s = 1;
+  return c;
+}
+
+TEST(SimulatorTest, BubbleFormulas) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {p, 2 * p, 4 * p}) {
+      const double gp = Simulate(GPipe(p, m), Uniform()).bubble;
+      const double f1 = Simulate(OneFOneB(p, m), Uniform()).bubble;
+      EXPECT_NEAR(gp, double(p - 1) / m, 1e-12) << "gpipe p " << p << " m " << m;
+      EXPECT_NEAR(f1, double(p - 1) / m, 1e-12) << "1f1b p " << p << " m " << m;
+      for (int v : {2, 3, 4}) {
+        const double il = Simulate(Interleaved(p, v, m), Uniform()).bubble;
+        EXPECT_NEAR(il, double(p - 1) / (v * m), 1e-12) << "interleaved p " << p << " v " << v << " m " << m;
+      }
+      const double zb = Simulate(ZbH1(p, m), Uniform()).bubble;
+      const double zb_formula = double(p - 1) / (3 * m);
+      std::printf("p=%d m=%d: 1f1b %.4f, zb-h1 %.4f (formula (p-1)/(3m) = %.4f)\n", p, m, f1, zb, zb_formula);
+      EXPECT_NEAR(zb, zb_formula, 1e-12) << "zb-h1 p " << p << " m " << m;
+      EXPECT_LT(zb, f1 / 2);
+    }
+  }
+}
+
+TEST(SimulatorTest, StashedActivations) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {1, 3, 16}) {
+      ValidationReport g = Validate(GPipe(p, m)), f = Validate(OneFOneB(p, m));
+      ASSERT_TRUE(g.ok && f.ok);
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(g.ranks[r].peak_activations, m);
+        EXPECT_LE(f.ranks[r].peak_activations, p);
+        EXPECT_EQ(f.ranks[r].peak_activations, std::min(m, p - r));
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, ZeroPPGatherBytesFallWithUnitSize) {
+  CostModel c = Uniform();
+  c.stage_param_bytes = 1e9;
+  c.zero = 8;
+  c.intra.bytes_per_s = 1e11;
+  double previous = 1e300;
+  for (int u : {4, 8, 16, 32}) {
+    SimResult r = Simulate(ZeroPP(4, 2, 32, u), c);
+    // (2v-1) + (units-1)(2v-2) chunk gathers of stage_param_bytes/v * (zero-1)/zero each.
+    const int units = 32 / u;
+    const double expect = (3 + (units - 1) * 2) * (1e9 / 2) * 7.0 / 8.0;
+    EXPECT_NEAR(r.gather_bytes_per_rank, expect, 1.0) << "u " << u;
+    EXPECT_LT(r.gather_bytes_per_rank, previous);
+    previous = r.gather_bytes_per_rank;
+  }
+}
+
+TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
+  SimResult r = Simulate(OneFOneB(2, 2), Uniform());
+  std::string json = r.ChromeTraceJson();
+  EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(json.find("\"tid\":1"), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"F0.1\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace scheduler
+}  // namespace zeropp
