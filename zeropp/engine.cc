@@ -37,8 +37,9 @@ std::string MemoryStats::ToString() const {
                       unsharded_peak_bytes, " grad_unsharded_peak=", grad_unsharded_peak_bytes);
 }
 
-Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options)
-    : groups_(groups), options_(std::move(options)), optimizer_(options_.adamw) {
+Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
+               UnitFilter owns)
+    : groups_(groups), options_(std::move(options)), optimizer_(options_.adamw), owns_(std::move(owns)) {
   const std::string where = Where();
   if (!model) throw std::invalid_argument(where + " Engine: model is null");
   seq_ = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model);
@@ -95,7 +96,12 @@ void Engine::BuildUnits() {
   const int zero = cfg.zero;
   const int zero_rank = cfg.CoordOf(groups_.rank()).zero_index;
   const int64_t pad = cfg.dp_mode == DpMode::kZero1 ? static_cast<int64_t>(zero) * cfg.dp : zero;
-  std::map<const void*, int> owner;
+  std::map<const void*, int> owner;        // among this rank's units
+  std::map<const void*, int> first_unit;   // among all units
+  const int num_units_total = static_cast<int>(starts.size());
+  for (size_t u = 0; u < starts.size(); ++u) {
+    owned_.push_back(!owns_ || owns_(static_cast<int>(u), num_units_total));
+  }
   for (size_t u = 0; u < starts.size(); ++u) {
     const int begin = starts[u];
     const int end = u + 1 < starts.size() ? starts[u + 1] : children;
@@ -105,6 +111,8 @@ void Engine::BuildUnits() {
       const std::string child_name = seq_->named_children()[c].key();
       for (const auto& kv : seq_->ptr(c)->named_parameters(/*recurse=*/true)) {
         const void* impl = kv.value().unsafeGetTensorImpl();
+        const bool first_anywhere = first_unit.emplace(impl, static_cast<int>(u)).second;
+        if (!owned_[u]) continue;
         auto it = owner.find(impl);
         if (it != owner.end()) {
           if (it->second != static_cast<int>(u) && !Contains(deps, it->second)) deps.push_back(it->second);
@@ -117,6 +125,7 @@ void Engine::BuildUnits() {
         e.shape = kv.value().sizes().vec();
         e.numel = kv.value().numel();
         e.trainable = kv.value().requires_grad();
+        e.norm_excluded = !first_anywhere && !owned_[first_unit[impl]];
         if (kv.value().scalar_type() != at::kFloat) {
           throw std::invalid_argument(absl::StrCat(Where(), " Engine: parameter ", e.name, " is ",
                                                    c10::toString(kv.value().scalar_type()),
@@ -133,7 +142,7 @@ void Engine::BuildUnits() {
     }
     units_.push_back(std::make_unique<SchedulingUnit>(static_cast<int>(u), begin, end, std::move(flat), deps));
   }
-  if (num_parameters() == 0) {
+  if (seq_->parameters(/*recurse=*/true).empty()) {
     throw std::invalid_argument(Where() + " Engine: the model has no parameters to train");
   }
   // Who completes each unit's gradient: the lowest-index unit among it and its users.
@@ -164,14 +173,12 @@ void Engine::AgreeOnModel() {
   std::string desc;
   uint64_t h = 1469598103934665603ull;
   for (const auto& u : units_) {
-    std::string s = absl::StrCat("unit", u->index(), ":", u->first_child(), "-", u->end_child(), ";");
-    if (u->flat()) {
-      for (const auto& e : u->flat()->entries()) {
-        absl::StrAppend(&s, e.name, "[", absl::StrJoin(e.shape, "x"), "]", e.trainable ? "" : "(frozen)", ";");
-      }
-    }
-    h = Fnv(h, s);
-    desc += s;
+    h = Fnv(h, absl::StrCat("unit", u->index(), ":", u->first_child(), "-", u->end_child(), ";"));
+  }
+  for (const auto& kv : seq_->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& t = kv.value();
+    h = Fnv(h, absl::StrCat(kv.key(), "[", absl::StrJoin(t.sizes(), "x"), "]", c10::toString(t.scalar_type()),
+                            t.requires_grad() ? "" : "(frozen)", ";"));
   }
   h = Fnv(h, absl::StrCat(c10::toString(options_.param_dtype), c10::toString(options_.reduce_dtype)));
   Communicator& world = groups_.world();
@@ -196,12 +203,23 @@ void Engine::AgreeOnModel() {
 
 void Engine::InitializeShards() {
   Communicator& world = groups_.world();
-  // Identical initial weights everywhere: rank 0's values, unit by unit.
+  // Identical initial weights everywhere: rank 0's values of every unique parameter (every rank
+  // takes part, whichever units it owns), then each owned unit takes its shard.
+  {
+    c10::NoGradGuard no_grad;
+    std::vector<const void*> seen;
+    for (auto& p : seq_->parameters(/*recurse=*/true)) {
+      const void* impl = p.unsafeGetTensorImpl();
+      if (std::find(seen.begin(), seen.end(), impl) != seen.end()) continue;
+      seen.push_back(impl);
+      at::Tensor flat = p.detach().contiguous().view({-1});
+      world.Broadcast(flat, 0)->Wait();
+      if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
+    }
+  }
   for (auto& u : units_) {
     if (!u->flat()) continue;
-    at::Tensor full = u->flat()->GatherLocalValues();
-    world.Broadcast(full, 0)->Wait();
-    u->flat()->InitFromFull(full);
+    u->flat()->InitFromFull(u->flat()->GatherLocalValues());
   }
   for (auto& b : seq_->buffers(/*recurse=*/true)) {
     if (b.is_contiguous()) world.Broadcast(b, 0)->Wait();
@@ -417,6 +435,14 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
   double loss_sum = 0;
   const int m = static_cast<int>(inputs.size());
   for (int i = 0; i < m; ++i) RunMicroBatch(inputs[i], targets[i], loss_fn, m, i == m - 1, &loss_sum);
+  return FinishStep(loss_sum, {}, {}, zero0, dp0, gathers0, rs0, wait0);
+}
+
+StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
+                              const std::vector<Communicator*>& norm_groups, const CommStats& zero0,
+                              const CommStats& dp0, int64_t gathers0, int64_t rs0, int64_t wait0) {
+  Communicator& zero = groups_.zero();
+  Communicator& dp = groups_.dp();
   FinishReductions(true);
 
   // Across replicas, then the owned fp32 gradient of each unit.
@@ -442,6 +468,7 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
   zero.AllReduce(norm_t)->Wait();
   if (cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1) dp.AllReduce(norm_t)->Wait();
+  for (Communicator* g : norm_groups) g->AllReduce(norm_t)->Wait();
   const double grad_norm = std::sqrt(norm_t.item<double>());
   float scale = 1.0f;
   if (options_.max_grad_norm > 0) {
@@ -465,6 +492,7 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
   }
   // Report the loss averaged over every data-parallel rank.
   at::Tensor loss_t = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
+  for (Communicator* g : loss_sum_groups) g->AllReduce(loss_t)->Wait();
   zero.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
   if (cfg.dp > 1) dp.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
 

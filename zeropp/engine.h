@@ -80,10 +80,17 @@ struct StepResult {
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
+// Which scheduling units this rank materialises (pipeline stages); empty = all of them.
+using UnitFilter = std::function<bool(int unit, int num_units)>;
+
 class Engine {
  public:
   // Throws std::invalid_argument (bad model or options, same on every rank) or CommError.
-  Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options);
+  // With `owns`, only the units it accepts get FlatParams on this rank (a pipeline stage); a
+  // tensor tied between an owned and a non-owned unit is then held by both stages (see
+  // pipeline_executor.h for how their gradients are combined).
+  Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
+         UnitFilter owns = nullptr);
   ~Engine();
 
   // One optimizer step over inputs.size() micro-batches (targets aligned). The loss of each
@@ -102,6 +109,12 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
  private:
+  friend class PipelineAccess;
+  // Cross-replica reduction, global-norm clipping (over `norm_groups` besides zero/dp), AdamW,
+  // write-back and the loss average; shared by Step and the pipeline executor.
+  StepResult FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
+                        const std::vector<Communicator*>& norm_groups, const CommStats& zero0, const CommStats& dp0,
+                        int64_t gathers0, int64_t rs0, int64_t wait0);
   void BuildUnits();
   void AgreeOnModel();
   void InitializeShards();
@@ -123,6 +136,8 @@ class Engine {
   std::vector<std::unique_ptr<SchedulingUnit>> units_;
   std::vector<int> last_grad_writer_;  // unit whose backward completes unit u's gradient
   std::vector<std::string> param_order_;  // unique parameter names, model order
+  UnitFilter owns_;
+  std::vector<bool> owned_;
   ShardedAdamW optimizer_;
 
   struct PendingReduce {

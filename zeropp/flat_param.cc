@@ -67,10 +67,11 @@ void FlatParam::ReleaseGradFull() {
   grad_full_ = at::Tensor();
 }
 
-std::vector<std::pair<int64_t, int64_t>> FlatParam::TrainableRanges(int64_t begin, int64_t end) const {
+std::vector<std::pair<int64_t, int64_t>> FlatParam::TrainableRanges(int64_t begin, int64_t end,
+                                                                     bool for_norm) const {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const auto& e : entries_) {
-    if (!e.trainable) continue;
+    if (!e.trainable || (for_norm && e.norm_excluded)) continue;
     int64_t b = std::max(begin, e.offset), en = std::min(end, e.offset + e.numel);
     if (b >= en) continue;
     if (!out.empty() && out.back().second == b) {

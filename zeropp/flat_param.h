@@ -29,6 +29,9 @@ struct FlatEntry {
   int64_t offset = 0;
   int64_t numel = 0;
   bool trainable = true;  // requires_grad
+  // A tied tensor also held by another pipeline stage that counts it: excluded from the gradient
+  // norm here so that it is counted once.
+  bool norm_excluded = false;
 };
 
 class FlatParam {
@@ -54,13 +57,15 @@ class FlatParam {
   bool has_grad_full() const { return grad_full_.defined(); }
 
   // Flat-coordinate ranges of trainable parameters intersected with [begin, end).
-  std::vector<std::pair<int64_t, int64_t>> TrainableRanges(int64_t begin, int64_t end) const;
+  std::vector<std::pair<int64_t, int64_t>> TrainableRanges(int64_t begin, int64_t end,
+                                                          bool for_norm = false) const;
 
   int64_t numel() const { return numel_; }
   int64_t padded_numel() const { return padded_numel_; }
   int64_t shard_numel() const { return shard_numel_; }
   int64_t shard_begin() const { return zero_rank_ * shard_numel_; }
   const std::vector<FlatEntry>& entries() const { return entries_; }
+  std::vector<FlatEntry>& mutable_entries() { return entries_; }
   at::ScalarType param_dtype() const { return param_dtype_; }
   at::ScalarType reduce_dtype() const { return reduce_dtype_; }
 

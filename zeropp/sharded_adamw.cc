@@ -10,6 +10,7 @@ void ShardedAdamW::AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end) 
   u.own_begin = own_begin;
   u.own_end = own_end;
   u.ranges = flat->TrainableRanges(own_begin, own_end);
+  u.norm_ranges = flat->TrainableRanges(own_begin, own_end, /*for_norm=*/true);
   auto f32 = at::TensorOptions().dtype(at::kFloat);
   u.exp_avg = at::zeros({own_end - own_begin}, f32);
   u.exp_avg_sq = at::zeros({own_end - own_begin}, f32);
@@ -20,7 +21,7 @@ double ShardedAdamW::SquaredNorm(size_t i, const at::Tensor& owned_grad) const {
   const Unit& u = units_[i];
   const float* g = owned_grad.data_ptr<float>();
   double sum = 0;
-  for (const auto& r : u.ranges) {
+  for (const auto& r : u.norm_ranges) {
     for (int64_t k = r.first; k < r.second; ++k) {
       double x = g[k - u.own_begin];
       sum += x * x;

@@ -38,7 +38,8 @@ class ShardedAdamW {
   struct Unit {
     FlatParam* flat;
     int64_t own_begin, own_end;
-    std::vector<std::pair<int64_t, int64_t>> ranges;  // trainable, flat coordinates
+    std::vector<std::pair<int64_t, int64_t>> ranges;       // trainable, flat coordinates
+    std::vector<std::pair<int64_t, int64_t>> norm_ranges;  // trainable and counted in the norm
     at::Tensor exp_avg, exp_avg_sq;
   };
   kernels::AdamWHyper hyper_;
