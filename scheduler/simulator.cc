@@ -18,14 +18,7 @@ bool IsGrad(ActionKind k) { return k == ActionKind::kSendGrad || k == ActionKind
 
 }  // namespace
 
-std::string SimResult::ChromeTraceJson() const {
-  std::vector<std::string> ev;
-  for (const auto& e : events) {
-    ev.push_back(absl::StrCat("{\"name\":\"", e.name, "\",\"cat\":\"", e.cat, "\",\"ph\":\"X\",\"pid\":0,\"tid\":", e.rank,
-                              ",\"ts\":", e.start_s * 1e6, ",\"dur\":", (e.end_s - e.start_s) * 1e6, "}"));
-  }
-  return absl::StrCat("{\"traceEvents\":[\n", absl::StrJoin(ev, ",\n"), "\n],\"displayTimeUnit\":\"ms\"}\n");
-}
+std::string SimResult::ChromeTraceJson() const { return scheduler::ChromeTraceJson(events); }
 
 SimResult Simulate(const Schedule& s, const CostModel& cost) {
   const int pp = static_cast<int>(s.ranks.size());

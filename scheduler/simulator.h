@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "scheduler/schedule.h"
+#include "scheduler/trace.h"
 
 namespace zeropp {
 namespace scheduler {
@@ -39,12 +40,7 @@ struct CostModel {
   Link inter;                       // between stages (activations, gradients)
 };
 
-struct SimEvent {
-  int rank;
-  std::string name;  // action text, e.g. F0.3
-  std::string cat;   // compute, comm, p2p
-  double start_s, end_s;
-};
+using SimEvent = TraceEvent;
 
 struct SimResult {
   double step_s = 0;

@@ -25,6 +25,7 @@ int64_t NowUs() {
 
 constexpr int kTagMask = 0x0FFFFFFF;
 constexpr int kP2PTagBit = 0x10000000;
+constexpr int kUserTagBit = 0x20000000;
 // Point-to-point operations are numbered apart from collectives: ranks issue different p2p
 // sequences, while collective numbers must agree across the group.
 constexpr uint64_t kP2PSeqBase = uint64_t{1} << 40;
@@ -449,75 +450,58 @@ std::shared_ptr<CommWork> Communicator::Barrier() {
   });
 }
 
-std::shared_ptr<CommWork> Communicator::Send(at::Tensor t, int peer) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' send");
-  CheckContiguous(t, "tensor", op);
-  if (peer < 0 || peer >= size() || peer == rank_) {
-    throw CommError(absl::StrCat(op, ": peer ", peer, " is not another rank of the group (size ", size(),
-                                 ", me ", rank_, ")"));
-  }
-  OpRecord r;
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    r.seq = kP2PSeqBase + next_p2p_seq_++;
-    r.kind = OpKind::kSend;
-    r.bytes = t.nbytes();
-    r.peer = peer;
-    r.start_us = NowUs();
-    r.state = OpState::kRunning;
-    int tag = kP2PTagBit | static_cast<int>(p2p_send_count_[peer]++ & kTagMask);
-    std::vector<at::Tensor> v{t};
-    auto w = backend_->send(v, peer, tag);
-    log_.Add(r);
-    auto work = std::make_shared<CommWork>(r.seq, Describe(r), options_.timeout);
-    work->SetWaiter([this, w, r, t] {
-      try {
-        w->wait(options_.timeout);
-      } catch (const std::exception& e) {
-        log_.SetState(r.seq, OpState::kFailed, NowUs());
-        Fail(r, absl::StrCat("send failed: ", e.what()), {r.peer});
-      }
-      log_.SetState(r.seq, OpState::kDone, NowUs());
-    });
-    std::lock_guard<std::mutex> slock(stats_mu_);
-    stats_[OpKind::kSend].ops += 1;
-    stats_[OpKind::kSend].bytes_sent += t.nbytes();
-    return work;
-  }
+std::shared_ptr<CommWork> Communicator::Send(at::Tensor t, int peer) { return PointToPoint(true, t, peer, -1); }
+
+std::shared_ptr<CommWork> Communicator::Recv(at::Tensor t, int peer) { return PointToPoint(false, t, peer, -1); }
+
+std::shared_ptr<CommWork> Communicator::SendTagged(at::Tensor t, int peer, int tag) {
+  return PointToPoint(true, t, peer, tag);
 }
 
-std::shared_ptr<CommWork> Communicator::Recv(at::Tensor t, int peer) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' recv");
+std::shared_ptr<CommWork> Communicator::RecvTagged(at::Tensor t, int peer, int tag) {
+  return PointToPoint(false, t, peer, tag);
+}
+
+std::shared_ptr<CommWork> Communicator::PointToPoint(bool send, at::Tensor t, int peer, int user_tag) {
+  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' ", send ? "send" : "recv");
   CheckContiguous(t, "tensor", op);
   if (peer < 0 || peer >= size() || peer == rank_) {
-    throw CommError(absl::StrCat(op, ": peer ", peer, " is not another rank of the group (size ", size(),
-                                 ", me ", rank_, ")"));
+    throw CommError(absl::StrCat(op, ": peer ", peer, " is not another rank of the group (size ", size(), ", me ",
+                                 rank_, ")"));
   }
+  if (user_tag >= (1 << 28)) throw CommError(absl::StrCat(op, ": tag ", user_tag, " is not below 2^28"));
   OpRecord r;
   std::lock_guard<std::mutex> lock(queue_mu_);
   r.seq = kP2PSeqBase + next_p2p_seq_++;
-  r.kind = OpKind::kRecv;
+  r.kind = send ? OpKind::kSend : OpKind::kRecv;
   r.bytes = t.nbytes();
   r.peer = peer;
   r.start_us = NowUs();
   r.state = OpState::kRunning;
-  int tag = kP2PTagBit | static_cast<int>(p2p_recv_count_[peer]++ & kTagMask);
+  int tag;
+  if (user_tag >= 0) {
+    tag = kUserTagBit | user_tag;
+  } else {
+    auto& counter = send ? p2p_send_count_[peer] : p2p_recv_count_[peer];
+    tag = kP2PTagBit | static_cast<int>(counter++ & kTagMask);
+  }
   std::vector<at::Tensor> v{t};
-  auto w = backend_->recv(v, peer, tag);
+  auto w = send ? backend_->send(v, peer, tag) : backend_->recv(v, peer, tag);
   log_.Add(r);
   auto work = std::make_shared<CommWork>(r.seq, Describe(r), options_.timeout);
-  work->SetWaiter([this, w, r, t] {
+  work->SetWaiter([this, w, r, t, send] {
     try {
       w->wait(options_.timeout);
     } catch (const std::exception& e) {
       log_.SetState(r.seq, OpState::kFailed, NowUs());
-      Fail(r, absl::StrCat("receive failed: ", e.what()), {r.peer});
+      Fail(r, absl::StrCat(send ? "send" : "receive", " failed: ", e.what()), {r.peer});
     }
     log_.SetState(r.seq, OpState::kDone, NowUs());
   });
   std::lock_guard<std::mutex> slock(stats_mu_);
-  stats_[OpKind::kRecv].ops += 1;
-  stats_[OpKind::kRecv].bytes_received += t.nbytes();
+  KindStats& k = stats_[r.kind];
+  k.ops += 1;
+  (send ? k.bytes_sent : k.bytes_received) += t.nbytes();
   return work;
 }
 

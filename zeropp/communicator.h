@@ -84,6 +84,10 @@ class Communicator {
   // Point-to-point with a group rank; issued now on the caller's thread, completed in Wait().
   std::shared_ptr<CommWork> Send(at::Tensor t, int peer);
   std::shared_ptr<CommWork> Recv(at::Tensor t, int peer);
+  // Point-to-point matched by an explicit tag (0 <= tag < 2^28) instead of issue order: a Send and
+  // a Recv pair up when they name each other and the same tag (FIFO among equal tags).
+  std::shared_ptr<CommWork> SendTagged(at::Tensor t, int peer, int tag);
+  std::shared_ptr<CommWork> RecvTagged(at::Tensor t, int peer, int tag);
   // Completes once every rank of the group has reached it.
   std::shared_ptr<CommWork> Barrier();
 
@@ -105,6 +109,7 @@ class Communicator {
     std::shared_ptr<CommWork> work;
   };
 
+  std::shared_ptr<CommWork> PointToPoint(bool send, at::Tensor t, int peer, int tag);
   std::shared_ptr<CommWork> Enqueue(OpKind kind, int64_t bytes, int peer,
                                     std::function<void(const Task&)> run);
   void WorkerLoop();

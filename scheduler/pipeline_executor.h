@@ -1,0 +1,72 @@
+// pipeline_executor.h: runs a schedule (schedule.h) on real process groups.
+//
+// Layout: the model's scheduling units (the engine's) are split into pp*v contiguous virtual
+// stages, balanced by unit count; rank r of the pipeline holds chunks c = 0..v-1, virtual stages
+// c*pp + r. Inside a stage, parameters are ZeRO-3 sharded over the zero group (the stage group)
+// with the engine's own FlatParam and shard state machine; across pipeline replicas, dp or zero1
+// as in the engine. Activations and gradients move over the pp group with tagged point-to-point
+// transfers; an activation travels with a small header (dtype, shape), so shapes between stages
+// are inferred, never passed by hand.
+//
+// Actions: Gather/Release (un)shard every unit of the chunk on the comm thread; F runs the chunk's
+// units (the last virtual stage also applies the loss); B and Bi run the chunk's full backward
+// (input and weight gradients: this executor does not split them yet, so W is bookkeeping and
+// costs nothing); ReduceGrad reduce-scatters the chunk's gradients; OptimizerStep finishes the
+// step (replicas, global-norm clipping over all stages, AdamW).
+//
+// Tied parameters across stages (embedding on the first stage, LM head on the last): both stages
+// hold the tensor; their unsharded gradients are summed between the two ranks before reduction,
+// and the norm counts the tensor once. Every rank records a trace of its actions.
+//
+// Collective: construct and Step on every rank with the same model, options and schedule.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/schedule.h"
+#include "scheduler/trace.h"
+#include "zeropp/engine.h"
+
+namespace zeropp {
+namespace scheduler {
+
+struct PipelineOptions {
+  std::string schedule = "zeropp";  // gpipe, 1f1b, interleaved, zeropp, zb-h1
+  int chunks = 1;                    // v
+  int microbatches = 4;              // m
+  int unit_size = 0;                 // U for zeropp (0 = m)
+};
+
+class PipelineExecutor {
+ public:
+  // Throws std::invalid_argument for a schedule that cannot be generated or a model with fewer
+  // units than virtual stages.
+  PipelineExecutor(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions engine_options,
+                   PipelineOptions options);
+  ~PipelineExecutor();
+
+  // One step over options.microbatches micro-batches of this rank's data-parallel shard: the
+  // first stage reads `inputs`, the last reads `targets`.
+  StepResult Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                  const LossFn& loss_fn);
+
+  // Full values of this rank's parameters (collective over the zero group).
+  std::vector<std::pair<std::string, at::Tensor>> FullParameters() { return engine_->FullParameters(); }
+  const Schedule& schedule() const { return schedule_; }
+  const std::vector<TraceEvent>& trace() const { return trace_; }  // last step, seconds from its start
+  Engine& engine() { return *engine_; }
+  int stage_of_unit(int u) const { return stage_of_unit_[u]; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Engine> engine_;
+  Schedule schedule_;
+  std::vector<int> stage_of_unit_;
+  std::vector<TraceEvent> trace_;
+};
+
+}  // namespace scheduler
+}  // namespace zeropp
