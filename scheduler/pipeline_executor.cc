@@ -341,11 +341,11 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         break;
       }
     }
-    if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({me, a.ToString(), cat, start, now()});
+    if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
   }
   const double finish_start = now();
   StepResult r = PipelineAccess::FinishStep(e, loss_sum, ppc, zero0, dp0, gathers0, rs0, wait0);
-  trace_.push_back({me, "OPT", "compute", finish_start, now()});
+  trace_.push_back({im.groups->rank(), "OPT", "compute", finish_start, now()});
   return r;
 }
 

@@ -55,7 +55,8 @@ class PipelineExecutor {
   // Full values of this rank's parameters (collective over the zero group).
   std::vector<std::pair<std::string, at::Tensor>> FullParameters() { return engine_->FullParameters(); }
   const Schedule& schedule() const { return schedule_; }
-  const std::vector<TraceEvent>& trace() const { return trace_; }  // last step, seconds from its start
+  // The last step's actions on this rank (track = global rank), seconds from the step's start.
+  const std::vector<TraceEvent>& trace() const { return trace_; }
   Engine& engine() { return *engine_; }
   int stage_of_unit(int u) const { return stage_of_unit_[u]; }
 

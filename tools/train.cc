@@ -20,6 +20,8 @@
 #include "benchmarks/loopback_bound.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
+#include "scheduler/pipeline_executor.h"
+#include "scheduler/trace.h"
 #include "tools/train_config.h"
 #include "zeropp/engine.h"
 #include "zeropp/process_groups.h"
@@ -52,14 +54,16 @@ int Main(int argc, char** argv) {
       rest.push_back(a);
     }
   }
-  if (demo) rest.insert(rest.begin(), {"--steps", "400", "--log-every", "20", "--lr", "4e-3"});
+  // The main job: ZeroPP, pp=2 stages x zero=2 (ZeRO-3 inside each stage) on 4 ranks, 2 chunks per
+  // rank, 4 micro-batches per step in scheduling units of 2.
+  if (demo) {
+    rest.insert(rest.begin(), {"--steps", "300", "--log-every", "20", "--lr", "4e-3", "--pp", "2", "--schedule",
+                               "zeropp", "--chunks", "2", "--microbatches", "4", "--unit-size", "2",
+                               "--micro-batch", "4"});
+  }
   DistEnv env = DistEnv::FromEnvironment();
   tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
   if (!cfg.zero_set) cfg.parallel.zero = std::max(1, env.world_size / (cfg.parallel.pp * cfg.parallel.dp));
-  if (cfg.parallel.pp > 1) {
-    throw std::invalid_argument("pp: got " + std::to_string(cfg.parallel.pp) +
-                                ", but pipeline parallelism (the ZeroPP executor) has not landed yet; use pp=1");
-  }
   at::set_num_threads(1);
   ProcessGroupsOptions po;
   auto groups = ProcessGroups::Create(env, cfg.parallel, po);
@@ -71,13 +75,26 @@ int Main(int argc, char** argv) {
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
   torch::manual_seed(cfg.seed);
   auto model = models::MakeGpt(cfg.gpt);
-  Engine engine(model.ptr(), *groups, cfg.engine);
+  // pp = 1: the ZeRO-3 engine drives its units itself; pp > 1: the pipeline executor runs the
+  // chosen schedule with ZeRO-3 inside each stage.
+  std::unique_ptr<scheduler::PipelineExecutor> pipe;
+  std::unique_ptr<Engine> flat_engine;
+  if (cfg.parallel.pp > 1) {
+    pipe = std::make_unique<scheduler::PipelineExecutor>(model.ptr(), *groups, cfg.engine, cfg.pipeline);
+  } else {
+    flat_engine = std::make_unique<Engine>(model.ptr(), *groups, cfg.engine);
+  }
+  Engine& engine = pipe ? pipe->engine() : *flat_engine;
   const int64_t tokens_per_step = cfg.micro_batch * cfg.microbatches * dp_size * cfg.gpt.context;
   if (lead) {
-    std::printf("zeropp train: %s, %lld parameters in %d units, %s, %lld tokens/step, corpus %s (%lld bytes)\n",
-                cfg.gpt.ToString().c_str(), (long long)engine.num_parameters(), engine.num_units(),
-                cfg.parallel.ToString().c_str(), (long long)tokens_per_step, cfg.data_dir.c_str(),
-                (long long)corpus.size());
+    std::printf("zeropp train: %s, %lld parameters, %d units, %s, %s, %lld tokens/step, corpus %s (%lld bytes)\n",
+                cfg.gpt.ToString().c_str(), (long long)cfg.gpt.NumParameters(), engine.num_units(),
+                cfg.parallel.ToString().c_str(),
+                pipe ? ("schedule " + cfg.pipeline.schedule + " v=" + std::to_string(cfg.pipeline.chunks) + " m=" +
+                        std::to_string(cfg.pipeline.microbatches) + " U=" + std::to_string(cfg.pipeline.unit_size))
+                           .c_str()
+                     : "zero3 engine",
+                (long long)tokens_per_step, cfg.data_dir.c_str(), (long long)corpus.size());
     std::fflush(stdout);
   }
   std::ofstream metrics;
@@ -102,7 +119,7 @@ int Main(int argc, char** argv) {
       corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, cfg.microbatches, cfg.gpt.context, cfg.seed,
                         &xs[m], &ys[m]);
     }
-    StepResult r = engine.Step(xs, ys, loss_fn);
+    StepResult r = pipe ? pipe->Step(xs, ys, loss_fn) : engine.Step(xs, ys, loss_fn);
     if (step == 0) first_loss = r.loss;
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
@@ -127,6 +144,9 @@ int Main(int argc, char** argv) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (pipe && !cfg.trace.empty()) {
+    std::ofstream(cfg.trace + ".rank" + std::to_string(env.rank) + ".json") << scheduler::ChromeTraceJson(pipe->trace());
+  }
   if (cfg.bench_warmup > 0 && cfg.steps > cfg.bench_warmup) {
     groups->world().Barrier()->Wait();
     const double bsecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();

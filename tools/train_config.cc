@@ -99,6 +99,10 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"microbatches", {false, [&](const std::string& v) { c.microbatches = i64("microbatches", v, 1); }}},
       {"seed", {false, [&](const std::string& v) { c.seed = static_cast<uint64_t>(i64("seed", v, 0)); }}},
       {"data-dir", {false, [&](const std::string& v) { c.data_dir = v; }}},
+      {"schedule", {false, [&](const std::string& v) { c.pipeline.schedule = v; }}},
+      {"chunks", {false, [&](const std::string& v) { c.pipeline.chunks = static_cast<int>(i64("chunks", v, 1)); }}},
+      {"unit-size", {false, [&](const std::string& v) { c.pipeline.unit_size = static_cast<int>(i64("unit-size", v, 1)); }}},
+      {"trace", {false, [&](const std::string& v) { c.trace = v; }}},
       {"metrics", {false, [&](const std::string& v) { c.metrics = v; }}},
       {"bench-warmup", {false, [&](const std::string& v) { c.bench_warmup = i64("bench-warmup", v, 0); }}},
       {"log-every", {false, [&](const std::string& v) { c.log_every = i64("log-every", v, 1); }}},
@@ -155,6 +159,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       set(key, args[++i]);
     }
   }
+  c.pipeline.microbatches = static_cast<int>(c.microbatches);
   c.gpt.Validate();
   std::string err = c.engine.Validate();
   if (!err.empty()) throw std::invalid_argument("engine options: " + err);

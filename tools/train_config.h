@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/gpt.h"
+#include "scheduler/pipeline_executor.h"
 #include "zeropp/engine_options.h"
 #include "zeropp/parallel_config.h"
 
@@ -24,6 +25,8 @@ struct TrainConfig {
   int64_t steps = 100;
   int64_t micro_batch = 8;     // sequences per micro-batch per rank
   int64_t microbatches = 1;    // per step
+  scheduler::PipelineOptions pipeline;  // schedule, chunks, unit size (used when pp > 1)
+  std::string trace;           // pp > 1: write the last step's trace to <trace>.rank<R>.json
   uint64_t seed = 1234;
   std::string data_dir = "/usr/share/common-licenses";
   std::string metrics;         // JSON-lines file written by rank 0 ("" = none)
