@@ -104,9 +104,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
             arrivals.erase(it);
             break;
           }
-          case ActionKind::kOptimizerStep:
-            x.t = std::max(x.t, x.comm_t);
+          case ActionKind::kOptimizerStep: {
+            const double start = std::max(x.t, x.comm_t);
+            x.t = start + cost.optimizer_s;
+            if (cost.optimizer_s > 0) res.events.push_back({r, name, "compute", start, x.t});
             break;
+          }
         }
         if (blocked) break;
         x.pc++;
@@ -127,7 +130,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     res.reduce_bytes_per_rank = std::max(res.reduce_bytes_per_rank, st[r].reduce_bytes);
     res.p2p_bytes_per_rank = std::max(res.p2p_bytes_per_rank, st[r].p2p_bytes);
   }
-  res.bubble = busy > 0 ? (pp * res.step_s - busy) / busy : 0;
+  res.bubble = busy > 0 ? (pp * (res.step_s - cost.optimizer_s) - busy) / busy : 0;
   return res;
 }
 

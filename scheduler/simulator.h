@@ -8,7 +8,7 @@
 // bytes*(zero-1)/zero over the intra-stage link. Costs are per pipeline stage: a chunk of a rank
 // with v chunks costs 1/v of them.
 //
-// bubble = (pp * step_time - sum of compute busy time) / sum of compute busy time, so uniform
+// bubble = (pp * (step_time - optimizer) - sum of F/B/W busy time) / that busy time, so uniform
 // costs give (p-1)/m for GPipe and 1F1B, (p-1)/(v*m) for interleaved 1F1B.
 // The trace is Chrome trace JSON (one track per rank), the executor's format.
 #pragma once
@@ -33,6 +33,7 @@ struct CostModel {
   double backward_s = 2.0;          // B (input + weight)
   double backward_input_s = 1.0;    // Bi
   double backward_weight_s = 1.0;   // W
+  double optimizer_s = 0.0;         // the step's tail: reductions across replicas, clipping, AdamW
   double activation_bytes = 0;      // per micro-batch crossing a stage boundary
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype
   int zero = 1;                     // ranks sharing a stage (ZeRO-3 group)

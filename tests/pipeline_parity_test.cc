@@ -128,3 +128,55 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PipelineParityTest, ::testing::ValuesIn(Case
 
 }  // namespace
 }  // namespace zeropp
+
+namespace zeropp {
+namespace {
+
+// From the counters: the executor's all-gathers per step equal the schedule's gathers times the
+// units with parameters in each gathered chunk, and ZeroPP's all-gather bytes fall as U grows.
+TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
+  int64_t previous_bytes = -1;
+  for (int u : {2, 4, 8}) {
+    PipeCase c;
+    c.cfg = {2, 2, 1, DpMode::kDp};
+    c.pipe.schedule = "zeropp";
+    c.pipe.chunks = 2;
+    c.pipe.microbatches = 8;
+    c.pipe.unit_size = u;
+    const int n = c.cfg.WorldSize();
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
+    std::vector<int64_t> bytes(n);
+    testing::RunRanks(n, [&](int rank, const auto& store) {
+      auto groups = ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {});
+      scheduler::PipelineExecutor ex(models[rank].ptr(), *groups, testing::BaseOptions(), c.pipe);
+      std::vector<at::Tensor> xs(8), ys(8);
+      for (int mb = 0; mb < 8; ++mb) testing::MakeBatch(testing::ModelKind::kGpt, 0, mb, rank % 2, &xs[mb], &ys[mb]);
+      StepResult r = ex.Step(xs, ys, [](const at::Tensor& o, const at::Tensor& t) {
+        return testing::Loss(testing::ModelKind::kGpt, o, t);
+      });
+      const int me = c.cfg.CoordOf(rank).pp_index;
+      int64_t expect_gathers = 0, expect_bytes = 0;
+      for (const auto& a : ex.schedule().ranks[me]) {
+        if (a.kind != scheduler::ActionKind::kGather) continue;
+        for (int k = 0; k < ex.engine().num_units(); ++k) {
+          const auto* f = ex.engine().unit(k).flat();
+          if (f && ex.stage_of_unit(k) == a.chunk * c.cfg.pp + me) {
+            ++expect_gathers;
+            expect_bytes += f->padded_numel() * 4 / 2;  // (N-1)/N of the unit, N = zero = 2
+          }
+        }
+      }
+      EXPECT_EQ(r.gathers, expect_gathers) << "U " << u << " rank " << rank;
+      EXPECT_EQ(r.zero_comm[OpKind::kAllGather].bytes_sent, expect_bytes) << "U " << u << " rank " << rank;
+      bytes[rank] = r.zero_comm[OpKind::kAllGather].bytes_sent;
+      groups->world().Barrier()->Wait();
+    });
+    if (previous_bytes >= 0) EXPECT_LT(bytes[0], previous_bytes) << "U " << u;
+    std::printf("zeropp pp=2 zero=2 v=2 m=8 U=%d: rank 0 all-gathers %lld bytes per step\n", u, (long long)bytes[0]);
+    previous_bytes = bytes[0];
+  }
+}
+
+}  // namespace
+}  // namespace zeropp

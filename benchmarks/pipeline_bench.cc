@@ -1,0 +1,194 @@
+// pipeline_bench: every schedule on the ranks the launcher started (pp = world size, zero = 1):
+// tokens/s, step time, measured bubble beside the formula, bytes per step, estimated peak memory,
+// and the simulator's prediction calibrated from this run's own per-chunk forward/backward times
+// and a measured point-to-point alpha/beta. Writes each rank's trace and the simulator's trace to
+// --out DIR (for ./zpp timeline). Run by benchmarks/pipeline.sh.
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/byte_corpus.h"
+#include "models/gpt.h"
+#include "scheduler/generators.h"
+#include "scheduler/pipeline_executor.h"
+#include "scheduler/simulator.h"
+#include "scheduler/validator.h"
+#include "zeropp/process_groups.h"
+
+namespace zeropp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MaxOver(Communicator& c, double v) {
+  at::Tensor all = at::zeros({c.size()}, at::TensorOptions().dtype(at::kDouble));
+  c.AllGather(all, at::full({1}, v, at::TensorOptions().dtype(at::kDouble)))->Wait();
+  return all.max().item<double>();
+}
+double SumOver(Communicator& c, double v) {
+  at::Tensor t = at::full({1}, v, at::TensorOptions().dtype(at::kDouble));
+  c.AllReduce(t)->Wait();
+  return t.item<double>();
+}
+
+// One-way time of a message of `bytes` between pp ranks 0 and 1 (ping-pong / 2).
+double PingPong(Communicator& pp, int64_t bytes, int iters) {
+  at::Tensor buf = at::zeros({std::max<int64_t>(1, bytes / 4)});
+  if (pp.rank() > 1) return 0;
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    if (pp.rank() == 0) {
+      pp.Send(buf, 1)->Wait();
+      pp.Recv(buf, 1)->Wait();
+    } else {
+      pp.Recv(buf, 0)->Wait();
+      pp.Send(buf, 0)->Wait();
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count() / iters / 2;
+}
+
+int Main(int argc, char** argv) {
+  std::string out = "/tmp/zpp-pipeline";
+  int steps = 3;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out")) out = argv[i + 1];
+    if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+  }
+  at::set_num_threads(1);
+  DistEnv env = DistEnv::FromEnvironment();
+  const int pp = env.world_size;
+  ParallelConfig cfg{pp, 1, 1, DpMode::kDp};
+  auto groups = ProcessGroups::Create(env, cfg, {});
+  const bool lead = env.rank == 0;
+  models::GptConfig g;
+  g.vocab = 256;
+  g.context = 64;
+  g.width = 256;
+  g.depth = 8;
+  g.heads = 8;
+  const int64_t b = 4, m = 8;
+  auto corpus = models::ByteCorpus::FromDirectory("/usr/share/common-licenses");
+  // Link calibration for the simulator.
+  const int64_t act_bytes = b * g.context * g.width * 4;
+  const int64_t big = 16 << 20;
+  const double t_small = PingPong(groups->pp(), 4, 50), t_big = PingPong(groups->pp(), big, 10);
+  scheduler::CostModel cost;
+  cost.inter.alpha_s = MaxOver(groups->world(), t_small);
+  const double t_big_all = MaxOver(groups->world(), t_big);
+  cost.inter.bytes_per_s = big / std::max(1e-9, t_big_all - cost.inter.alpha_s);
+  cost.activation_bytes = static_cast<double>(act_bytes);
+  if (lead) {
+    std::printf("# pipeline bench: %s, pp=%d, micro-batch %lld x %lld tokens, m=%lld; p2p alpha %.0f us, beta %.2f GB/s\n",
+                g.ToString().c_str(), pp, (long long)b, (long long)g.context, (long long)m, cost.inter.alpha_s * 1e6,
+                cost.inter.bytes_per_s / 1e9);
+    std::printf("# %-12s %9s %9s %8s %8s %8s %9s %9s %10s %9s\n", "schedule", "tok/s", "step_s", "bubble", "formula",
+                "sim_bub", "sim_step", "step/sim", "MB/step", "act_peak");
+  }
+  struct Run {
+    std::string name;
+    int v, u;
+    double formula;
+  };
+  const double p1 = pp - 1;
+  std::vector<Run> runs = {{"gpipe", 1, 0, p1 / m},       {"1f1b", 1, 0, p1 / m},
+                           {"interleaved", 2, 0, p1 / (2 * m)}, {"zb-h1", 1, 0, p1 / (3 * m)},
+                           {"zeropp", 2, static_cast<int>(m / 2), -1}, {"zeropp", 2, static_cast<int>(m), -1}};
+  LossFn loss_fn = [](const at::Tensor& o, const at::Tensor& t) {
+    return at::cross_entropy_loss(o.reshape({-1, o.size(-1)}), t.reshape({-1}));
+  };
+  for (const Run& run : runs) {
+    torch::manual_seed(1);
+    auto model = models::MakeGpt(g);
+    scheduler::PipelineOptions po;
+    po.schedule = run.name;
+    po.chunks = run.v;
+    po.microbatches = static_cast<int>(m);
+    po.unit_size = run.u;
+    EngineOptions eo;
+    eo.adamw.lr = 1e-3f;
+    scheduler::PipelineExecutor ex(model.ptr(), *groups, eo, po);
+    double step_s = 0, bytes = 0;
+    for (int s = 0; s <= steps; ++s) {
+      std::vector<at::Tensor> xs(m), ys(m);
+      for (int64_t i = 0; i < m; ++i) corpus.MicroBatch(s, i, 0, 1, b, m, g.context, 7, &xs[i], &ys[i]);
+      groups->world().Barrier()->Wait();
+      auto t0 = Clock::now();
+      const CommStats pp0 = groups->pp().Stats();
+      StepResult r = ex.Step(xs, ys, loss_fn);
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (s > 0) {
+        step_s += MaxOver(groups->world(), secs) / steps;
+        bytes += (r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + groups->pp().Stats().Since(pp0).TotalSent()) / steps;
+      }
+    }
+    // Calibrate from the last step's trace: mean forward / backward time per chunk on this rank.
+    double f_sum = 0, b_sum = 0, busy = 0, opt = 0;
+    int f_n = 0, b_n = 0;
+    for (const auto& e : ex.trace()) {
+      const double d = e.end_s - e.start_s;
+      if (e.name == "OPT") opt = d;
+      if (e.name[0] == 'F') f_sum += d, ++f_n, busy += d;
+      if (e.name[0] == 'B') b_sum += d, ++b_n, busy += d;
+    }
+    const double f_mean = SumOver(groups->world(), f_sum) / SumOver(groups->world(), f_n);
+    const double b_mean = SumOver(groups->world(), b_sum) / SumOver(groups->world(), b_n);
+    const double busy_all = SumOver(groups->world(), busy);
+    const double opt_mean = SumOver(groups->world(), opt) / pp;
+    const double trace_step = MaxOver(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);
+    std::string tag = run.name + (run.u ? "-u" + std::to_string(run.u) : "");
+    std::ofstream(out + "/" + tag + ".rank" + std::to_string(env.rank) + ".json")
+        << scheduler::ChromeTraceJson(ex.trace());
+    if (lead) {
+      scheduler::CostModel c = cost;
+      c.forward_s = f_mean * run.v;
+      c.backward_s = b_mean * run.v;
+      c.backward_input_s = b_mean * run.v;  // the executor computes Bi as a full backward
+      c.backward_weight_s = 0;             // and W as bookkeeping
+      c.optimizer_s = opt_mean;
+      const scheduler::Schedule& sch = ex.schedule();
+      scheduler::SimResult sim = scheduler::Simulate(sch, c);
+      std::ofstream(out + "/" + tag + ".sim.json") << sim.ChromeTraceJson();
+      scheduler::ValidationReport rep = scheduler::Validate(sch);
+      int act_peak = 0;
+      for (const auto& rr : rep.ranks) act_peak = std::max(act_peak, rr.peak_activations);
+      // Bubble over the pipelined part (the optimizer tail excluded), as the formulas count it.
+      const double measured_bubble = (pp * (trace_step - opt_mean) - busy_all) / busy_all;
+      double formula = run.formula;
+      if (formula < 0) {
+        scheduler::CostModel uni;
+        formula = scheduler::Simulate(sch, uni).bubble;  // ZeroPP: uniform-cost bubble of its schedule
+      }
+      const double tokens = static_cast<double>(b * m * g.context);
+      std::printf("  %-12s %9.0f %9.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d\n", tag.c_str(), tokens / step_s, step_s,
+                  measured_bubble, formula, sim.bubble, sim.step_s, trace_step / sim.step_s, bytes / 1e6, act_peak);
+      std::printf("RESULT pipeline %s_step_s=%.4f s reference=%.4f ratio=%.3f target=1.15 %s\n", tag.c_str(), trace_step,
+                  sim.step_s, trace_step / sim.step_s,
+                  std::abs(trace_step / sim.step_s - 1) <= 0.15 ? "MET" : "MISSED");
+      std::fflush(stdout);
+    }
+  }
+  groups->world().Barrier()->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeropp
+
+int main(int argc, char** argv) {
+  try {
+    return zeropp::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipeline_bench: %s\n", e.what());
+    return 1;
+  }
+}
