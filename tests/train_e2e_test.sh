@@ -35,5 +35,23 @@ if [[ $rc -ne 0 && "$out" == *"gpt.width: got 30, expected a multiple of gpt.hea
 else
   fail "bad model setting: rc=$rc $out"
 fi
+# The ZeroPP pipeline: pp=2 stages x zero=2 on 4 processes, 2 chunks per rank, units of 2.
+out="$("$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" --steps 20 --width 32 --depth 2 --heads 2 --context 16 \
+  --micro-batch 2 --lr 0.01 --log-every 10 --pp 2 --schedule zeropp --chunks 2 --microbatches 4 --unit-size 2 2>&1)"; rc=$?
+done_line="$(grep -oP 'DONE steps=\S+ first_loss=\S+ last_loss=\S+ tokens_per_s=\S+ peak_rss_mb=\S+$' <<<"$out")"
+first=$(grep -oP '(?<=first_loss=)[0-9.]+' <<<"$done_line"); last=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$done_line")
+if [[ $rc -eq 0 && "$out" == *"schedule zeropp v=2 m=4 U=2"* ]] && awk -v f="$first" -v l="$last" 'BEGIN{exit !(l < f - 1.0)}'; then
+  pass "ZeroPP pp=2 x zero=2 training: $done_line"
+else
+  fail "ZeroPP training rc=$rc: $out"
+fi
+out="$("$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" --steps 2 --width 32 --depth 2 --heads 2 --pp 2 --schedule zeropp \
+  --microbatches 4 --unit-size 1 2>&1)"; rc=$?
+if [[ $rc -ne 0 && "$out" == *"zeropp: unit 0 has 1 micro-batches (m(4) split by U(1)) but every unit needs at least pp(2)"* ]]; then
+  pass "ZeroPP unit smaller than pp refused"
+else
+  fail "ZeroPP bad unit: rc=$rc $out"
+fi
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]
