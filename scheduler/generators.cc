@@ -106,6 +106,12 @@ void GroupTransfers(Schedule* s) {
 
 Schedule Finish(Schedule s, const GenOptions& o, bool baseline) {
   if (baseline) AddGathersAndTail(&s, o.gather);
+  RecomputePolicy p = o.recompute;
+  if (p == RecomputePolicy::kDefault) p = baseline ? RecomputePolicy::kNone : RecomputePolicy::kAllButLast;
+  if (p != RecomputePolicy::kNone) {
+    s.recompute.assign(s.pp, std::vector<bool>(s.v, true));
+    if (p == RecomputePolicy::kAllButLast) s.recompute[s.pp - 1][s.v - 1] = false;
+  }
   if (o.group_transfers) GroupTransfers(&s);
   return s;
 }

@@ -22,11 +22,16 @@ namespace scheduler {
 
 enum class GatherPolicy { kResident, kPerMicrobatch };
 
+// Activation recomputation. kDefault: ZeroPP recomputes every chunk except chunk v-1 on the last
+// rank (its forward and backward are adjacent); the other generators recompute nothing.
+enum class RecomputePolicy { kDefault, kNone, kAllButLast, kAll };
+
 struct GenOptions {
   GatherPolicy gather = GatherPolicy::kPerMicrobatch;
   // Move weight-gradient passes that split a run of transfers after it, so that each run can be
   // posted as one batch (deadlock-free under blocking p2p; see the validator's rendezvous mode).
   bool group_transfers = true;
+  RecomputePolicy recompute = RecomputePolicy::kDefault;
 };
 
 Schedule GPipe(int pp, int m, const GenOptions& o = {});

@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -98,7 +99,18 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, Pro
   im.r = cfg.CoordOf(groups.rank()).pp_index;
   im.stages = im.pp * im.v;
   const int u = options.unit_size > 0 ? options.unit_size : options.microbatches;
-  schedule_ = Generate(options.schedule, im.pp, im.v, options.microbatches, options.schedule == "zeropp" ? u : 0);
+  GenOptions go;
+  if (options.recompute == "none") {
+    go.recompute = RecomputePolicy::kNone;
+  } else if (options.recompute == "all") {
+    go.recompute = RecomputePolicy::kAll;
+  } else if (options.recompute == "all-but-last") {
+    go.recompute = RecomputePolicy::kAllButLast;
+  } else if (options.recompute != "default") {
+    throw std::invalid_argument("recompute: got '" + options.recompute +
+                                "', expected one of: default, none, all-but-last, all");
+  }
+  schedule_ = Generate(options.schedule, im.pp, im.v, options.microbatches, options.schedule == "zeropp" ? u : 0, go);
   ValidationReport rep = Validate(schedule_);
   if (!rep.ok) throw std::logic_error(rep.error);
   const int stages = im.stages, pp = im.pp, me = im.r;
@@ -206,6 +218,13 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
     }
     PipelineAccess::AddWait(e, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - w0).count());
   };
+  // The chunk's units, and the loss on the last virtual stage.
+  auto run_chunk = [&](int c, int mb, const at::Tensor& xin) {
+    at::Tensor y = xin;
+    for (int u : im.chunk_units[c]) y = PipelineAccess::RunUnit(e, u, y);
+    if (c * im.pp + me == im.stages - 1) y = loss_fn(y, targets[mb]) / m;
+    return y;
+  };
   auto is_deferred = [&](int u) {
     return std::find(im.deferred_units.begin(), im.deferred_units.end(), u) != im.deferred_units.end();
   };
@@ -255,13 +274,13 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
           im.act_recv.erase(cm);
         }
         at::Tensor xin = stage == 0 ? input : input.detach().requires_grad_(true);
-        at::Tensor y = xin;
-        for (int u : im.chunk_units[a.chunk]) y = PipelineAccess::RunUnit(e, u, y);
-        if (stage == im.stages - 1) {
-          at::Tensor loss = loss_fn(y, targets[a.mb]) / m;
-          loss_sum += loss.item<double>();
-          y = loss;
+        at::Tensor y;
+        {
+          // A recomputed chunk builds no graph now; B runs the forward again.
+          c10::AutoGradMode grad_mode(!schedule_.Recompute(me, a.chunk));
+          y = run_chunk(a.chunk, a.mb, xin);
         }
+        if (stage == im.stages - 1) loss_sum += y.item<double>();
         im.x_in[cm] = xin;
         im.out[cm] = y;
         break;
@@ -285,7 +304,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
       case ActionKind::kBackwardInput: {
         wait_gathered(a.chunk);
         for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
-        at::Tensor y = im.out.at(cm);
+        at::Tensor y = schedule_.Recompute(me, a.chunk) ? run_chunk(a.chunk, a.mb, im.x_in.at(cm)) : im.out.at(cm);
         if (stage == im.stages - 1) {
           torch::autograd::backward({y});
         } else {

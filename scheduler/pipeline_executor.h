@@ -9,7 +9,8 @@
 // are inferred, never passed by hand.
 //
 // Actions: Gather/Release (un)shard every unit of the chunk on the comm thread; F runs the chunk's
-// units (the last virtual stage also applies the loss); B and Bi run the chunk's full backward
+// units (the last virtual stage also applies the loss; a recomputed chunk keeps only its input and
+// runs its forward again in B); B and Bi run the chunk's full backward
 // (input and weight gradients: this executor does not split them yet, so W is bookkeeping and
 // costs nothing); ReduceGrad reduce-scatters the chunk's gradients; OptimizerStep finishes the
 // step (replicas, global-norm clipping over all stages, AdamW).
@@ -37,6 +38,8 @@ struct PipelineOptions {
   int chunks = 1;                    // v
   int microbatches = 4;              // m
   int unit_size = 0;                 // U for zeropp (0 = m)
+  // default: ZeroPP recomputes all chunks but the last chunk of the last rank; others none.
+  std::string recompute = "default";  // default, none, all-but-last, all
 };
 
 class PipelineExecutor {

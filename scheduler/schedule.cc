@@ -88,6 +88,14 @@ Action Action::Parse(const std::string& token) {
 
 std::string Schedule::ToString() const {
   std::string s = absl::StrCat("schedule ", name, " pp=", pp, " v=", v, " m=", m, " u=", u, "\n");
+  if (!recompute.empty()) {
+    s += "recompute:";
+    for (const auto& r : recompute) {
+      s += " ";
+      for (bool b : r) s += b ? "1" : "0";
+    }
+    s += "\n";
+  }
   for (size_t r = 0; r < ranks.size(); ++r) {
     absl::StrAppend(&s, "rank ", r, ":");
     for (const auto& a : ranks[r]) absl::StrAppend(&s, " ", a.ToString());
@@ -118,6 +126,14 @@ Schedule Schedule::Parse(const std::string& text) {
   }
   while (std::getline(in, line)) {
     if (line.empty()) continue;
+    if (line.rfind("recompute:", 0) == 0) {
+      std::istringstream flags(line.substr(10));
+      while (flags >> word) {
+        sch.recompute.emplace_back();
+        for (char ch : word) sch.recompute.back().push_back(ch == '1');
+      }
+      continue;
+    }
     auto colon = line.find(':');
     std::istringstream body(line.substr(colon + 1));
     sch.ranks.emplace_back();
@@ -127,7 +143,8 @@ Schedule Schedule::Parse(const std::string& text) {
 }
 
 bool Schedule::operator==(const Schedule& o) const {
-  return name == o.name && pp == o.pp && v == o.v && m == o.m && u == o.u && ranks == o.ranks;
+  return name == o.name && pp == o.pp && v == o.v && m == o.m && u == o.u && ranks == o.ranks &&
+         recompute == o.recompute;
 }
 
 int Schedule::Count(int rank, ActionKind kind) const {

@@ -5,6 +5,8 @@
 // flow the reverse way. Every action names its chunk (or -1) and micro-batch (or -1); sends and
 // receives name the peer pipeline rank.
 //
+// Text header: "schedule NAME pp= v= m= u=", then optionally "recompute: 10 11" (per rank, one
+// digit per chunk), then one line per rank.
 // The same Schedule is read by the validator (well-formedness, deadlock freedom, peak memory), the
 // simulator (cost model) and the executor. Text form, one action per token, ranks on lines:
 //   rank 0: G0 F0.0 SA0.0>1 ...   (see Action::ToString)
@@ -55,6 +57,12 @@ struct Schedule {
   int m = 1;   // micro-batches per step
   int u = 0;   // micro-batches per scheduling unit (ZeroPP), 0 otherwise
   std::vector<std::vector<Action>> ranks;
+  // recompute[r][c]: chunk c on rank r keeps only its input after F and recomputes its forward
+  // in B (empty = no recomputation anywhere).
+  std::vector<std::vector<bool>> recompute;
+  bool Recompute(int rank, int chunk) const {
+    return rank < static_cast<int>(recompute.size()) && recompute[rank][chunk];
+  }
 
   std::string ToString() const;
   static Schedule Parse(const std::string& text);  // inverse of ToString

@@ -96,7 +96,7 @@ TEST_P(PipelineParityTest, MatchesSingleProcessAdamW) {
 
 std::vector<PipeCase> Cases() {
   auto mk = [](std::string name, ParallelConfig cfg, std::string sched, int v, int m, int u,
-               testing::ModelKind model = testing::ModelKind::kGpt) {
+               testing::ModelKind model = testing::ModelKind::kGpt, std::string recompute = "default") {
     PipeCase c;
     c.name = std::move(name);
     c.cfg = cfg;
@@ -104,6 +104,7 @@ std::vector<PipeCase> Cases() {
     c.pipe.chunks = v;
     c.pipe.microbatches = m;
     c.pipe.unit_size = u;
+    c.pipe.recompute = recompute;
     c.model = model;
     return c;
   };
@@ -118,6 +119,10 @@ std::vector<PipeCase> Cases() {
       mk("onefoneb_pp4_mlp", {4, 1, 1, DpMode::kDp}, "1f1b", 1, 4, 0, ModelKind::kMlp),
       mk("gpipe_pp4_mlp", {4, 1, 1, DpMode::kDp}, "gpipe", 1, 4, 0, ModelKind::kMlp),
       mk("zeropp_pp4_gpt", {4, 1, 1, DpMode::kDp}, "zeropp", 1, 4, 4),
+      mk("interleaved_pp2_zero2", {2, 2, 1, DpMode::kDp}, "interleaved", 2, 4, 0),
+      mk("zbh1_pp4_mlp", {4, 1, 1, DpMode::kDp}, "zb-h1", 1, 5, 0, ModelKind::kMlp),
+      mk("zeropp_pp2_v2_recompute_none", {2, 1, 1, DpMode::kDp}, "zeropp", 2, 4, 2, ModelKind::kGpt, "none"),
+      mk("onefoneb_pp2_recompute_all", {2, 1, 1, DpMode::kDp}, "1f1b", 1, 4, 0, ModelKind::kGpt, "all"),
       mk("zeropp_pp2_dp2_hybrid_dp", {2, 1, 2, DpMode::kDp}, "zeropp", 2, 4, 2),
       mk("zeropp_pp2_dp2_hybrid_zero1", {2, 1, 2, DpMode::kZero1}, "zeropp", 2, 4, 2),
   };

@@ -25,6 +25,12 @@ std::string Compact(const Schedule& s, int r, bool with_p2p = false) {
 TEST(ScheduleTest, TextRoundTrip) {
   Schedule s = ZeroPP(2, 2, 4, 2);
   EXPECT_EQ(Schedule::Parse(s.ToString()), s);
+  // ZeroPP recomputes every chunk except the last chunk of the last rank; baselines none.
+  EXPECT_EQ(s.recompute, (std::vector<std::vector<bool>>{{true, true}, {true, false}}));
+  EXPECT_TRUE(OneFOneB(2, 4).recompute.empty());
+  GenOptions all;
+  all.recompute = RecomputePolicy::kAll;
+  EXPECT_EQ(OneFOneB(2, 4, all).recompute, (std::vector<std::vector<bool>>{{true}, {true}}));
   Schedule t = Interleaved(4, 3, 8);
   EXPECT_EQ(Schedule::Parse(t.ToString()), t);
   EXPECT_THROW(Action::Parse("Q1.2"), std::invalid_argument);

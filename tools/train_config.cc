@@ -102,6 +102,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"schedule", {false, [&](const std::string& v) { c.pipeline.schedule = v; }}},
       {"chunks", {false, [&](const std::string& v) { c.pipeline.chunks = static_cast<int>(i64("chunks", v, 1)); }}},
       {"unit-size", {false, [&](const std::string& v) { c.pipeline.unit_size = static_cast<int>(i64("unit-size", v, 1)); }}},
+      {"pipeline-recompute", {false, [&](const std::string& v) { c.pipeline.recompute = v; }}},
       {"trace", {false, [&](const std::string& v) { c.trace = v; }}},
       {"metrics", {false, [&](const std::string& v) { c.metrics = v; }}},
       {"bench-warmup", {false, [&](const std::string& v) { c.bench_warmup = i64("bench-warmup", v, 0); }}},
