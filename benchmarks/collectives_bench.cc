@@ -21,6 +21,7 @@
 
 #include "benchmarks/loopback_bound.h"
 #include "zeropp/backend_factory.h"
+#include "tools/cli_main.h"
 #include "zeropp/process_groups.h"
 
 namespace zeropp {
@@ -186,11 +187,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeropp
 
-int main(int argc, char** argv) {
-  try {
-    return zeropp::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "collectives_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return zeropp::tools::RunMain(argc, argv, zeropp::Main); }

@@ -22,6 +22,7 @@
 #include "scheduler/pipeline_executor.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
+#include "tools/cli_main.h"
 #include "zeropp/process_groups.h"
 
 namespace zeropp {
@@ -184,11 +185,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeropp
 
-int main(int argc, char** argv) {
-  try {
-    return zeropp::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pipeline_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return zeropp::tools::RunMain(argc, argv, zeropp::Main); }

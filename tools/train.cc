@@ -24,6 +24,7 @@
 #include "scheduler/trace.h"
 #include "tools/train_config.h"
 #include "zeropp/engine.h"
+#include "tools/cli_main.h"
 #include "zeropp/process_groups.h"
 
 namespace zeropp {
@@ -178,14 +179,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeropp
 
-int main(int argc, char** argv) {
-  try {
-    return zeropp::Main(argc, argv);
-  } catch (const std::exception& e) {
-    const char* rank = std::getenv("RANK");
-    std::string msg = e.what();
-    if (msg.rfind("[rank", 0) != 0) msg = std::string("[rank ") + (rank ? rank : "?") + "] " + msg;
-    std::fprintf(stderr, "error: %s\n", msg.c_str());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return zeropp::tools::RunMain(argc, argv, zeropp::Main); }

@@ -39,7 +39,7 @@ std::string MemoryStats::ToString() const {
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
                UnitFilter owns)
-    : groups_(groups), options_(std::move(options)), optimizer_(options_.adamw), owns_(std::move(owns)) {
+    : groups_(groups), options_(std::move(options)), owns_(std::move(owns)), optimizer_(options_.adamw) {
   const std::string where = Where();
   if (!model) throw std::invalid_argument(where + " Engine: model is null");
   seq_ = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model);
