@@ -2,6 +2,8 @@
 
 #include <ATen/ops/zeros.h>
 
+#include "kernels/adamw_cpu.h"
+
 namespace zeropp {
 
 void ShardedAdamW::AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end) {
@@ -42,9 +44,13 @@ void ShardedAdamW::Step(const std::vector<at::Tensor>& owned_grads, float grad_s
     const int64_t shard_begin = u.flat->shard_begin();
     for (const auto& r : u.ranges) {
       const int64_t own = r.first - u.own_begin;
-      kernels::AdamWReference(master + (r.first - shard_begin), g.data_ptr<float>() + own,
-                              u.exp_avg.data_ptr<float>() + own, u.exp_avg_sq.data_ptr<float>() + own,
-                              r.second - r.first, h);
+      kernels::AdamWArgs args;
+      args.param = master + (r.first - shard_begin);
+      args.grad = g.data_ptr<float>() + own;
+      args.exp_avg = u.exp_avg.data_ptr<float>() + own;
+      args.exp_avg_sq = u.exp_avg_sq.data_ptr<float>() + own;
+      args.n = r.second - r.first;
+      kernels::AdamWCpu(args, h, path_, threads_);
     }
   }
 }

@@ -2,7 +2,8 @@
 //
 // Each unit contributes its owned flat range [own_begin, own_end): the whole zero shard, or under
 // ZeRO-1 a 1/dp slice of it. exp_avg and exp_avg_sq exist only for the owned range. Updates run
-// the kernels/ AdamW over each trainable sub-range (frozen parameters and padding are skipped).
+// the vectorised kernels/ AdamW (best path for this CPU) over each trainable sub-range (frozen
+// parameters and padding are skipped).
 // Not thread-safe; called from the training thread only.
 #pragma once
 
@@ -11,13 +12,15 @@
 #include <ATen/core/Tensor.h>
 
 #include "kernels/adamw.h"
+#include "kernels/adamw_cpu.h"
 #include "zeropp/flat_param.h"
 
 namespace zeropp {
 
 class ShardedAdamW {
  public:
-  explicit ShardedAdamW(const kernels::AdamWHyper& hyper) : hyper_(hyper) {}
+  explicit ShardedAdamW(const kernels::AdamWHyper& hyper, int threads = 1)
+      : hyper_(hyper), path_(kernels::BestCpuPath()), threads_(threads) {}
 
   // Registers a unit; allocates its zeroed moments for [own_begin, own_end).
   void AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end);
@@ -43,6 +46,8 @@ class ShardedAdamW {
     at::Tensor exp_avg, exp_avg_sq;
   };
   kernels::AdamWHyper hyper_;
+  kernels::CpuPath path_;
+  int threads_;
   std::vector<Unit> units_;
   int64_t step_ = 0;
 };

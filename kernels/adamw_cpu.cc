@@ -1,0 +1,196 @@
+#include "kernels/adamw_cpu.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace zeropp {
+namespace kernels {
+namespace {
+
+struct Coeffs {
+  float b1, b2, one_minus_b1, one_minus_b2, eps, step_size, bc2_sqrt, decay;
+};
+
+Coeffs Make(const AdamWHyper& h) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
+  return {h.beta1, h.beta2, 1.0f - h.beta1, 1.0f - h.beta2, h.eps, static_cast<float>(h.lr / bc1),
+          static_cast<float>(std::sqrt(bc2)), 1.0f - h.lr * h.weight_decay};
+}
+
+inline float Bf16ToFloat(uint16_t x) {
+  uint32_t u = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+void ScalarRange(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = a.grad ? a.grad[i] : Bf16ToFloat(a.grad_bf16[i]);
+    const float m = a.exp_avg[i] * c.b1 + c.one_minus_b1 * g;
+    const float v = a.exp_avg_sq[i] * c.b2 + c.one_minus_b2 * g * g;
+    a.exp_avg[i] = m;
+    a.exp_avg_sq[i] = v;
+    const float denom = std::sqrt(v) / c.bc2_sqrt + c.eps;
+    const float p = a.param[i] * c.decay - c.step_size * m / denom;
+    a.param[i] = p;
+    if (a.param_bf16_out) a.param_bf16_out[i] = FloatToBf16(p);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end) {
+  const __m256 b1 = _mm256_set1_ps(c.b1), b2 = _mm256_set1_ps(c.b2), omb1 = _mm256_set1_ps(c.one_minus_b1),
+               omb2 = _mm256_set1_ps(c.one_minus_b2), eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.step_size),
+               inv_bc2 = _mm256_set1_ps(1.0f / c.bc2_sqrt), decay = _mm256_set1_ps(c.decay);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    __m256 g;
+    if (a.grad) {
+      g = _mm256_loadu_ps(a.grad + i);
+    } else {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.grad_bf16 + i));
+      g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    __m256 m = _mm256_fmadd_ps(_mm256_loadu_ps(a.exp_avg + i), b1, _mm256_mul_ps(omb1, g));
+    __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(a.exp_avg_sq + i), b2, _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    _mm256_storeu_ps(a.exp_avg + i, m);
+    _mm256_storeu_ps(a.exp_avg_sq + i, v);
+    __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(v), inv_bc2, eps);
+    // A reciprocal estimate would be cheaper than a division but less exact; divide for parity.
+    __m256 p = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(a.param + i), decay), _mm256_div_ps(_mm256_mul_ps(ss, m), denom));
+    _mm256_storeu_ps(a.param + i, p);
+    if (a.param_bf16_out) {
+      for (int k = 0; k < 8; ++k) a.param_bf16_out[i + k] = FloatToBf16(a.param[i + k]);
+    }
+  }
+  ScalarRange(a, c, i, end);
+}
+
+__attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a, const Coeffs& c, int64_t begin,
+                                                              int64_t end) {
+  const __m512 b1 = _mm512_set1_ps(c.b1), b2 = _mm512_set1_ps(c.b2), omb1 = _mm512_set1_ps(c.one_minus_b1),
+               omb2 = _mm512_set1_ps(c.one_minus_b2), eps = _mm512_set1_ps(c.eps), ss = _mm512_set1_ps(c.step_size),
+               inv_bc2 = _mm512_set1_ps(1.0f / c.bc2_sqrt), decay = _mm512_set1_ps(c.decay);
+  const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    __m512 g;
+    if (a.grad) {
+      g = _mm512_loadu_ps(a.grad + i);
+    } else {
+      __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.grad_bf16 + i));
+      g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    __m512 m = _mm512_fmadd_ps(_mm512_loadu_ps(a.exp_avg + i), b1, _mm512_mul_ps(omb1, g));
+    __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(a.exp_avg_sq + i), b2, _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
+    _mm512_storeu_ps(a.exp_avg + i, m);
+    _mm512_storeu_ps(a.exp_avg_sq + i, v);
+    __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(v), inv_bc2, eps);
+    __m512 p = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(a.param + i), decay), _mm512_div_ps(_mm512_mul_ps(ss, m), denom));
+    _mm512_storeu_ps(a.param + i, p);
+    if (a.param_bf16_out) {
+      // Round to nearest even: u + 0x7fff + ((u >> 16) & 1), then take the high half (no NaNs here
+      // unless the inputs were NaN; those go through the scalar path's rule below).
+      __m512i u = _mm512_castps_si512(p);
+      __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(round_bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+      __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+      __mmask16 nan = _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.param_bf16_out + i), hi);
+      if (nan) {
+        for (int k = 0; k < 16; ++k) a.param_bf16_out[i + k] = FloatToBf16(a.param[i + k]);
+      }
+    }
+  }
+  ScalarRange(a, c, i, end);
+}
+
+using RangeFn = void (*)(const AdamWArgs&, const Coeffs&, int64_t, int64_t);
+
+RangeFn Pick(CpuPath p) {
+  switch (p) {
+    case CpuPath::kAvx512: return Avx512Range;
+    case CpuPath::kAvx2: return Avx2Range;
+    case CpuPath::kScalar: return ScalarRange;
+  }
+  return ScalarRange;
+}
+
+template <typename Fn>
+void Parallel(int64_t n, int threads, Fn fn) {
+  if (threads <= 1 || n < (1 << 16)) {
+    fn(0, n);
+    return;
+  }
+  const int64_t block = ((n + threads - 1) / threads + 15) / 16 * 16;  // 64-byte aligned in fp32
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) {
+    const int64_t b = t * block, e = std::min(n, b + block);
+    if (b < e) pool.emplace_back([=] { fn(b, e); });
+  }
+  fn(0, std::min(n, block));
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+const char* CpuPathName(CpuPath p) {
+  switch (p) {
+    case CpuPath::kScalar: return "scalar";
+    case CpuPath::kAvx2: return "avx2";
+    case CpuPath::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool CpuPathAvailable(CpuPath p) {
+  __builtin_cpu_init();
+  switch (p) {
+    case CpuPath::kScalar: return true;
+    case CpuPath::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CpuPath::kAvx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }
+  return false;
+}
+
+CpuPath BestCpuPath() {
+  if (CpuPathAvailable(CpuPath::kAvx512)) return CpuPath::kAvx512;
+  if (CpuPathAvailable(CpuPath::kAvx2)) return CpuPath::kAvx2;
+  return CpuPath::kScalar;
+}
+
+void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads) {
+  if (!CpuPathAvailable(path)) {
+    throw std::invalid_argument(std::string("AdamWCpu: path ") + CpuPathName(path) + " is not available on this CPU");
+  }
+  if ((a.grad == nullptr) == (a.grad_bf16 == nullptr) || !a.param || !a.exp_avg || !a.exp_avg_sq || a.n < 0) {
+    throw std::invalid_argument("AdamWCpu: expected param, exp_avg, exp_avg_sq and exactly one of grad / grad_bf16");
+  }
+  const Coeffs c = Make(h);
+  RangeFn fn = Pick(path);
+  Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
+}
+
+void CastFloatToBf16(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);
+}
+
+void CastBf16ToFloat(const uint16_t* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
+
+}  // namespace kernels
+}  // namespace zeropp

@@ -1,0 +1,97 @@
+// The vectorised CPU AdamW against the scalar reference, on every path this CPU has (others are
+// skipped, saying so), with fp32 and bf16 gradients, the bf16 copy-out, odd sizes and threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/adamw_cpu.h"
+
+namespace zeropp {
+namespace kernels {
+namespace {
+
+class AdamWCpuTest : public ::testing::TestWithParam<CpuPath> {};
+
+TEST_P(AdamWCpuTest, MatchesReference) {
+  const CpuPath path = GetParam();
+  if (!CpuPathAvailable(path)) GTEST_SKIP() << CpuPathName(path) << " is not available on this CPU";
+  for (bool bf16_grad : {false, true}) {
+    for (int threads : {1, 2}) {
+      const int64_t n = (1 << 17) + 13;  // odd tail for every vector width, big enough to thread
+      std::mt19937 rng(7);
+      std::normal_distribution<float> d;
+      std::vector<float> p(n), g(n), m(n, 0.f), v(n, 0.f);
+      for (auto& x : p) x = d(rng);
+      for (auto& x : g) x = d(rng) * 1e-2f;
+      std::vector<uint16_t> gb(n), out(n);
+      CastFloatToBf16(g.data(), gb.data(), n);
+      if (bf16_grad) CastBf16ToFloat(gb.data(), g.data(), n);  // the reference sees the same values
+      std::vector<float> rp = p, rm = m, rv = v;
+      AdamWHyper h;
+      h.lr = 1e-2f;
+      h.weight_decay = 0.1f;
+      for (int64_t step = 1; step <= 4; ++step) {
+        h.step = step;
+        AdamWArgs a;
+        a.param = p.data();
+        if (bf16_grad) {
+          a.grad_bf16 = gb.data();
+        } else {
+          a.grad = g.data();
+        }
+        a.exp_avg = m.data();
+        a.exp_avg_sq = v.data();
+        a.param_bf16_out = out.data();
+        a.n = n;
+        AdamWCpu(a, h, path, threads);
+        AdamWReference(rp.data(), g.data(), rm.data(), rv.data(), n, h);
+      }
+      double max_abs = 0, max_rel = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double e = std::fabs(double(p[i]) - rp[i]);
+        max_abs = std::max(max_abs, e);
+        max_rel = std::max(max_rel, e / std::max(1e-2, std::fabs(double(rp[i]))));
+      }
+      std::printf("%s bf16_grad=%d threads=%d: max abs err %.3g, max rel err %.3g\n", CpuPathName(path), bf16_grad,
+                  threads, max_abs, max_rel);
+      // FMA and the order of the vector ops move results by a few ulp of |p| <= ~5.
+      EXPECT_LT(max_abs, 4e-6);
+      EXPECT_LT(max_rel, 1e-5);
+      // The bf16 copy equals rounding the fp32 result.
+      std::vector<uint16_t> expect(n);
+      CastFloatToBf16(p.data(), expect.data(), n);
+      EXPECT_EQ(out, expect);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, AdamWCpuTest, ::testing::Values(CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512),
+                         [](const auto& info) { return std::string(CpuPathName(info.param)); });
+
+TEST(Bf16CastTest, RoundsToNearestEvenAndKeepsNaN) {
+  const float in[] = {1.0f, 1.00390625f /* halfway: ties to even (down) */, 1.01171875f /* halfway: up */,
+                      -2.5f, std::nanf(""), 3.4e38f};
+  uint16_t out[6];
+  CastFloatToBf16(in, out, 6);
+  EXPECT_EQ(out[0], 0x3f80);
+  EXPECT_EQ(out[1], 0x3f80);
+  EXPECT_EQ(out[2], 0x3f82);
+  EXPECT_EQ(out[3], 0xc020);
+  float back[6];
+  CastBf16ToFloat(out, back, 6);
+  EXPECT_TRUE(std::isnan(back[4]));
+  EXPECT_EQ(back[0], 1.0f);
+}
+
+TEST(AdamWCpuErrorsTest, RefusesBadArguments) {
+  AdamWArgs a;
+  EXPECT_THROW(AdamWCpu(a, AdamWHyper{}, CpuPath::kScalar, 1), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace zeropp
