@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "offload/io_engine.h"
 
@@ -32,6 +33,14 @@ OffloadFile::OffloadFile(const std::string& dir, const std::string& name) : path
   direct_ = fd_ >= 0;
   if (fd_ < 0 && errno == EINVAL) fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);  // no O_DIRECT here
   if (fd_ < 0) throw IoError("cannot create offload file " + path_ + ": " + std::strerror(errno));
+}
+
+void OffloadFile::Reserve(int64_t bytes) {
+  int rc = posix_fallocate(fd_, 0, bytes);
+  if (rc != 0) {
+    throw IoError("cannot reserve " + std::to_string(bytes) + " bytes for offload file " + path_ + ": " +
+                  std::strerror(rc));
+  }
 }
 
 OffloadFile::~OffloadFile() {

@@ -18,6 +18,10 @@ class OffloadFile {
   OffloadFile(const OffloadFile&) = delete;
   OffloadFile& operator=(const OffloadFile&) = delete;
 
+  // Allocates `bytes` on disk now (fallocate), so a full device fails here, before training, and
+  // writes do not pay for extent allocation. Throws IoError naming the file and the size.
+  void Reserve(int64_t bytes);
+
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   bool direct() const { return direct_; }

@@ -94,6 +94,16 @@ TEST_P(IoEngineTest, FullFilesystemNamesFileAndOffsetAndLeavesNothing) {
   }
   struct stat st;
   EXPECT_NE(stat(path.c_str(), &st), 0) << path << " survived its OffloadFile";
+  // Reserving more than the device holds fails up front, naming file and size.
+  try {
+    OffloadFile f(dir, "big.bin");
+    f.Reserve(8 << 20);
+    ADD_FAILURE() << "reserved 8 MiB on a 1 MiB filesystem";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reserve 8388608 bytes for offload file " + dir + "/big.bin: No space left on device"),
+              std::string::npos)
+        << e.what();
+  }
   umount(dir.c_str());
 }
 
