@@ -200,7 +200,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
   for (const auto& un : units) gathers0 += un->gathers();
   const int64_t rs0 = PipelineAccess::ReduceScatters(e), wait0 = PipelineAccess::Waited(e);
   for (auto& un : units) {
-    if (un->flat()) un->flat()->grad_shard().zero_();
+    if (un->flat()) un->flat()->StartStep();
   }
   trace_.clear();
   const auto t0 = Clock::now();

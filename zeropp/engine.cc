@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "offload/offload_file.h"
 
 namespace zeropp {
 namespace {
@@ -54,7 +55,56 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, 
   if (!err.empty()) throw std::invalid_argument(absl::StrCat(where, " EngineOptions: ", err));
   BuildUnits();
   AgreeOnModel();
+  SetUpOffload();
   InitializeShards();
+  EstimateAndCheckBudget();
+}
+
+void Engine::SetUpOffload() {
+  const OffloadOptions& o = options_.offload;
+  if (o.optimizer == "none" && o.params == "none") return;
+  // Refuse an unusable directory before anything is written or trained.
+  if (o.optimizer == "nvme" || o.params == "nvme") {
+    try {
+      offload::OffloadFile::CheckDirectory(o.dir);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: ", e.what()));
+    }
+  }
+  offload::IoOptions io;
+  io.queue_depth = o.queue_depth;
+  io_ = offload::IoEngine::Create(io);
+  host_pool_ = std::make_unique<offload::HostPool>(o.host_budget_bytes);
+  swap_ = std::make_unique<offload::SwapManager>(io_.get(), host_pool_.get(), o.dir);
+  if (o.optimizer != "none") optimizer_.SetSwap(swap_.get(), offload::ParseTier(o.optimizer));
+}
+
+void Engine::EstimateAndCheckBudget() {
+  if (options_.memory_budget_bytes <= 0) return;
+  // Resident bytes of the plan: model state not on nvme, the unsharded units that can be live at
+  // once (all of them without resharding after forward) and one unsharded gradient per live unit
+  // (every unit under no_sync), plus the host pool's budget when offloading.
+  MemoryStats m = Memory();
+  std::vector<int64_t> unit_bytes;
+  for (const auto& u : units_) unit_bytes.push_back(u->unsharded_bytes());
+  std::sort(unit_bytes.rbegin(), unit_bytes.rend());
+  int live = options_.max_live_units > 0 ? options_.max_live_units : 2 + options_.prefetch_depth;
+  if (!options_.reshard_after_forward) live = static_cast<int>(unit_bytes.size());
+  int64_t unsharded = 0;
+  for (int i = 0; i < live && i < static_cast<int>(unit_bytes.size()); ++i) unsharded += unit_bytes[i];
+  int64_t grads = 0;
+  const int grad_units = options_.no_sync ? static_cast<int>(unit_bytes.size()) : std::min<int>(2, unit_bytes.size());
+  for (int i = 0; i < grad_units; ++i) grads += unit_bytes[i];
+  const int64_t resident_state = m.ModelStateBytes() - m.nvme_bytes;
+  const int64_t pool = host_pool_ ? options_.offload.host_budget_bytes : 0;
+  const int64_t total = resident_state + unsharded + grads + pool;
+  if (total > options_.memory_budget_bytes) {
+    throw std::invalid_argument(absl::StrCat(
+        Where(), " memory budget: the plan needs about ", total, " bytes but memory_budget_bytes is ",
+        options_.memory_budget_bytes, " (resident model state ", resident_state, ", unsharded parameters ", unsharded,
+        " for ", live, " live units, unsharded gradients ", grads, ", host pool ", pool,
+        "); offload more (offload.params/optimizer = nvme), lower max_live_units or raise the budget"));
+  }
 }
 
 Engine::~Engine() {
@@ -217,9 +267,14 @@ void Engine::InitializeShards() {
       if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
     }
   }
+  const bool offload_params = options_.offload.params != "none";
   for (auto& u : units_) {
     if (!u->flat()) continue;
-    u->flat()->InitFromFull(u->flat()->GatherLocalValues());
+    if (offload_params) {
+      u->flat()->InitFromFull(u->flat()->GatherLocalValues(), swap_.get(), offload::ParseTier(options_.offload.params));
+    } else {
+      u->flat()->InitFromFull(u->flat()->GatherLocalValues());
+    }
   }
   for (auto& b : seq_->buffers(/*recurse=*/true)) {
     if (b.is_contiguous()) world.Broadcast(b, 0)->Wait();
@@ -291,6 +346,11 @@ void Engine::Prefetch(int k, int direction) {
         NoteUnshard(u);
       }
     }
+    // Offloaded shards: start reading the one after the prefetch window.
+    const int next = j + direction;
+    if (next >= 0 && next < num_units() && units_[next]->flat() && units_[next]->state() == ShardState::kSharded) {
+      units_[next]->flat()->PrefetchShard();
+    }
   }
 }
 
@@ -332,7 +392,7 @@ void Engine::FinishReductions(bool block) {
       continue;
     }
     p.work->Wait();
-    units_[p.unit]->flat()->grad_shard().add_(p.out);
+    units_[p.unit]->flat()->AccumulateGradShard(p.out);
     grad_live_ -= p.held_bytes;
   }
   pending_ = std::move(left);
@@ -430,7 +490,7 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
   const int64_t rs0 = reduce_scatters_;
   const int64_t wait0 = gather_wait_us_;
   for (auto& u : units_) {
-    if (u->flat()) u->flat()->grad_shard().zero_();
+    if (u->flat()) u->flat()->StartStep();
   }
   double loss_sum = 0;
   const int m = static_cast<int>(inputs.size());
@@ -445,29 +505,34 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   Communicator& dp = groups_.dp();
   FinishReductions(true);
 
-  // Across replicas, then the owned fp32 gradient of each unit.
+  // Pass 1: average gradients across replicas and measure the global norm. Units are visited in
+  // order; an offloaded gradient shard is read, reduced and written back.
   const auto& cfg = groups_.config();
-  std::vector<at::Tensor> owned;
-  size_t opt_index = 0;
+  const bool zero1 = cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1;
+  std::vector<FlatParam*> flats;
   for (auto& u : units_) {
-    FlatParam* f = u->flat();
-    if (!f) continue;
-    at::Tensor g = f->grad_shard();
-    if (cfg.dp > 1 && cfg.dp_mode == DpMode::kDp) {
-      dp.AllReduce(g, ReduceOp::kAvg)->Wait();
-    } else if (cfg.dp > 1) {
-      at::Tensor sub = at::empty({f->shard_numel() / cfg.dp}, g.options());
-      dp.ReduceScatter(sub, g, ReduceOp::kAvg)->Wait();
-      g = sub;
-    }
-    owned.push_back(g.to(at::kFloat).contiguous());
-    ++opt_index;
+    if (u->flat()) flats.push_back(u->flat());
   }
   double sumsq = 0;
-  for (size_t i = 0; i < owned.size(); ++i) sumsq += optimizer_.SquaredNorm(i, owned[i]);
+  for (size_t i = 0; i < flats.size(); ++i) {
+    FlatParam* f = flats[i];
+    f->EnsureGradWritten();
+    at::Tensor g = f->AcquireGradShard();
+    const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
+    const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
+    if (cfg.dp > 1 && cfg.dp_mode == DpMode::kDp) {
+      dp.AllReduce(g, ReduceOp::kAvg)->Wait();
+    } else if (zero1) {
+      at::Tensor sub = at::empty({n}, g.options());
+      dp.ReduceScatter(sub, g, ReduceOp::kAvg)->Wait();
+      g.narrow(0, b, n).copy_(sub);
+    }
+    sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
+    f->ReleaseGradShard(/*dirty=*/cfg.dp > 1);
+  }
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
   zero.AllReduce(norm_t)->Wait();
-  if (cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1) dp.AllReduce(norm_t)->Wait();
+  if (zero1) dp.AllReduce(norm_t)->Wait();
   for (Communicator* g : norm_groups) g->AllReduce(norm_t)->Wait();
   const double grad_norm = std::sqrt(norm_t.item<double>());
   float scale = 1.0f;
@@ -475,21 +540,34 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     const double coef = options_.max_grad_norm / (grad_norm + 1e-6);
     if (coef < 1.0) scale = static_cast<float>(coef);
   }
-  optimizer_.Step(owned, scale);
-  // Write the updated master back into the compute-dtype shard; ZeRO-1 re-assembles the shard.
-  size_t i = 0;
-  for (auto& u : units_) {
-    FlatParam* f = u->flat();
-    if (!f) continue;
+  // Pass 2: AdamW unit by unit, reading unit i+1's state while unit i updates and unit i-1 is
+  // written back; then the compute-dtype shard, re-assembled across replicas under ZeRO-1.
+  optimizer_.BeginStep();
+  optimizer_.Prefetch(0);
+  for (size_t i = 0; i < flats.size(); ++i) {
+    FlatParam* f = flats[i];
+    optimizer_.Prefetch(i + 1);
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
     const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
-    if (!f->master_is_shard()) f->shard().narrow(0, b, n).copy_(f->master().narrow(0, b, n));
-    if (cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1) {
-      dp.AllGather(f->shard(), f->shard().narrow(0, b, n))->Wait();
-      if (!f->master_is_shard()) f->master().copy_(f->shard());
+    at::Tensor g = f->AcquireGradShard();
+    at::Tensor owned = g.narrow(0, b, n).to(at::kFloat).contiguous();
+    at::Tensor master = f->AcquireMaster();
+    optimizer_.StepUnit(i, master, owned, scale);
+    f->ReleaseGradShard(/*dirty=*/false);
+    if (f->master_is_shard()) {
+      if (zero1) dp.AllGather(master, master.narrow(0, b, n).clone())->Wait();
+    } else {
+      at::Tensor shard = f->AcquireShard();
+      shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
+      if (zero1) {
+        dp.AllGather(shard, shard.narrow(0, b, n).clone())->Wait();
+        master.copy_(shard);
+      }
+      f->ReleaseShard(/*dirty=*/true);
     }
-    ++i;
+    f->ReleaseMaster(/*dirty=*/true);
   }
+  if (swap_) swap_->Flush();
   // Report the loss averaged over every data-parallel rank.
   at::Tensor loss_t = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
   for (Communicator* g : loss_sum_groups) g->AllReduce(loss_t)->Wait();
@@ -516,8 +594,9 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {
     FlatParam* f = u->flat();
     if (!f) continue;
     at::Tensor full = at::empty({f->padded_numel()}, at::TensorOptions().dtype(at::kFloat));
-    at::Tensor shard = f->master();
+    at::Tensor shard = f->AcquireMaster();
     groups_.zero().AllGather(full, shard.contiguous())->Wait();
+    f->ReleaseMaster(/*dirty=*/false);
     for (const auto& e : f->entries()) by_name[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
   }
   std::vector<std::pair<std::string, at::Tensor>> out;
@@ -535,6 +614,10 @@ MemoryStats Engine::Memory() const {
     s.grad_shard_bytes += f->shard_numel() * static_cast<int64_t>(c10::elementSize(f->reduce_dtype()));
   }
   s.optim_state_bytes = optimizer_.state_bytes();
+  if (options_.offload.params == "nvme") s.nvme_bytes += s.param_shard_bytes + s.master_bytes + s.grad_shard_bytes;
+  if (options_.offload.optimizer == "nvme") s.nvme_bytes += s.optim_state_bytes;
+  if (host_pool_) s.host_pool_bytes = host_pool_->reserved();
+  if (swap_) s.io = swap_->stats();
   s.unsharded_live_bytes = unsharded_live_;
   s.unsharded_peak_bytes = unsharded_peak_;
   s.grad_unsharded_live_bytes = grad_live_;

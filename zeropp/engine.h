@@ -37,6 +37,9 @@
 #include "zeropp/engine_options.h"
 #include "zeropp/process_groups.h"
 #include "zeropp/scheduling_unit.h"
+#include "offload/host_pool.h"
+#include "offload/io_engine.h"
+#include "offload/swap_manager.h"
 #include "zeropp/sharded_adamw.h"
 
 namespace torch {
@@ -58,6 +61,9 @@ struct MemoryStats {
   int64_t unsharded_peak_bytes = 0;
   int64_t grad_unsharded_live_bytes = 0;
   int64_t grad_unsharded_peak_bytes = 0;
+  int64_t nvme_bytes = 0;          // of the above model state, held in offload files
+  int64_t host_pool_bytes = 0;     // host pool in use + cached (cpu tier and I/O staging)
+  offload::SwapStats io;           // bytes read/written by the offload tiers, time waited
   int64_t ModelStateBytes() const {
     return param_shard_bytes + master_bytes + grad_shard_bytes + optim_state_bytes;
   }
@@ -121,6 +127,8 @@ class Engine {
   at::Tensor RunUnit(int k, const at::Tensor& x);
   void RunMicroBatch(const at::Tensor& input, const at::Tensor& target, const LossFn& loss_fn,
                      int num_micro, bool last_micro, double* loss_sum);
+  void SetUpOffload();
+  void EstimateAndCheckBudget();
   void Require(int k);
   void Prefetch(int k, int direction);
   void ReleaseExcept(const std::vector<int>& keep);
@@ -133,6 +141,10 @@ class Engine {
   std::shared_ptr<torch::nn::SequentialImpl> seq_;
   ProcessGroups& groups_;
   EngineOptions options_;
+  // Offload machinery (declared before the units so that it outlives them).
+  std::unique_ptr<offload::IoEngine> io_;
+  std::unique_ptr<offload::HostPool> host_pool_;
+  std::unique_ptr<offload::SwapManager> swap_;
   std::vector<std::unique_ptr<SchedulingUnit>> units_;
   std::vector<int> last_grad_writer_;  // unit whose backward completes unit u's gradient
   std::vector<std::string> param_order_;  // unique parameter names, model order

@@ -20,6 +20,19 @@ std::string EngineOptions::Validate() const {
   if (!(adamw.beta1 >= 0 && adamw.beta1 < 1)) p.push_back(absl::StrCat("adamw.beta1(", adamw.beta1, ") must be in [0, 1)"));
   if (!(adamw.beta2 >= 0 && adamw.beta2 < 1)) p.push_back(absl::StrCat("adamw.beta2(", adamw.beta2, ") must be in [0, 1)"));
   if (!(adamw.eps > 0)) p.push_back(absl::StrCat("adamw.eps(", adamw.eps, ") must be > 0"));
+  for (const auto& kv : {std::make_pair("offload.optimizer", offload.optimizer),
+                         std::make_pair("offload.params", offload.params)}) {
+    if (kv.second != "none" && kv.second != "cpu" && kv.second != "nvme") {
+      p.push_back(absl::StrCat(kv.first, "(", kv.second, ") must be none, cpu or nvme"));
+    }
+    if (kv.second == "nvme" && offload.dir.empty()) {
+      p.push_back(absl::StrCat(kv.first, "(nvme) needs offload.dir"));
+    }
+  }
+  if (offload.host_budget_bytes < (1 << 20)) {
+    p.push_back(absl::StrCat("offload.host_budget_bytes(", offload.host_budget_bytes, ") must be >= 1 MiB"));
+  }
+  if (memory_budget_bytes < 0) p.push_back(absl::StrCat("memory_budget_bytes(", memory_budget_bytes, ") must be >= 0"));
   if (units.kind == UnitPolicy::Kind::kBySize && units.target_numel < 1) {
     p.push_back(absl::StrCat("units.target_numel(", units.target_numel, ") must be >= 1"));
   }

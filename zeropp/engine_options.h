@@ -18,6 +18,16 @@ struct UnitPolicy {
   std::vector<int> starts;          // kExplicit: first child index of each unit, starts[0] == 0
 };
 
+// Where training state lives besides device memory. On this CPU build "device" and "cpu" are the
+// same memory; cpu then only moves the state into the pinned/host pool, nvme moves it to files.
+struct OffloadOptions {
+  std::string optimizer = "none";  // AdamW moments: none | cpu | nvme
+  std::string params = "none";     // fp32 master, compute shard and gradient shard: none | cpu | nvme
+  std::string dir;                 // directory for nvme files (checked before training)
+  int64_t host_budget_bytes = int64_t{8} << 30;  // host pool: staging buffers and the cpu tier
+  int queue_depth = 32;            // I/O engine
+};
+
 struct EngineOptions {
   UnitPolicy units;
   int prefetch_depth = 1;           // units gathered ahead of the one computing (0 = none)
@@ -36,6 +46,10 @@ struct EngineOptions {
   bool no_sync = false;
   double max_grad_norm = 0.0;       // 0 = no clipping
   kernels::AdamWHyper adamw;        // lr, betas, eps, weight_decay (step is the engine's)
+  OffloadOptions offload;
+  // > 0: refuse, before training, a plan whose estimated peak memory exceeds this many bytes, and
+  // check the engine's own accounting against it after every step.
+  int64_t memory_budget_bytes = 0;
 
   // Empty when valid; otherwise every problem, naming the field and value.
   std::string Validate() const;

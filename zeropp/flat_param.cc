@@ -36,7 +36,7 @@ at::Tensor FlatParam::GatherLocalValues() const {
   return flat;
 }
 
-void FlatParam::InitFromFull(const at::Tensor& full_fp32) {
+void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* swap, offload::Tier tier) {
   at::Tensor mine = full_fp32.narrow(0, shard_begin(), shard_numel_);
   master_ = mine.clone();
   shard_ = master_is_shard() ? master_ : master_.to(param_dtype_);
@@ -47,6 +47,56 @@ void FlatParam::InitFromFull(const at::Tensor& full_fp32) {
     e.param.set_data(full_.narrow(0, e.offset, e.numel).view(e.shape));
   }
   FreeFull();
+  if (swap != nullptr) {
+    swap_ = swap;
+    const std::string base = entries_.empty() ? "flat" : entries_.front().name;
+    master_id_ = swap->Register(base + ".master", master_, tier);
+    shard_id_ = master_is_shard() ? master_id_ : swap->Register(base + ".shard", shard_, tier);
+    grad_id_ = swap->Register(base + ".grad", grad_shard_, tier);
+    master_ = shard_ = grad_shard_ = at::Tensor();  // the swap manager holds them now
+  }
+}
+
+void FlatParam::PrefetchShard() {
+  if (swap_) swap_->Prefetch(shard_id_);
+}
+
+at::Tensor FlatParam::AcquireShard() { return swap_ ? swap_->Acquire(shard_id_) : shard_; }
+
+void FlatParam::ReleaseShard(bool dirty) {
+  if (swap_) swap_->Release(shard_id_, dirty);
+}
+
+at::Tensor FlatParam::AcquireMaster() { return swap_ ? swap_->Acquire(master_id_) : master_; }
+
+void FlatParam::ReleaseMaster(bool dirty) {
+  if (swap_) swap_->Release(master_id_, dirty);
+}
+
+at::Tensor FlatParam::AcquireGradShard(bool read) {
+  return swap_ ? swap_->Acquire(grad_id_, read) : grad_shard_;
+}
+
+void FlatParam::ReleaseGradShard(bool dirty) {
+  if (swap_) swap_->Release(grad_id_, dirty);
+}
+
+void FlatParam::EnsureGradWritten() {
+  if (grad_written_) return;
+  AcquireGradShard(/*read=*/false).zero_();
+  grad_written_ = true;
+  ReleaseGradShard(/*dirty=*/true);
+}
+
+void FlatParam::AccumulateGradShard(const at::Tensor& reduced) {
+  at::Tensor g = AcquireGradShard(/*read=*/grad_written_);
+  if (grad_written_) {
+    g.add_(reduced);
+  } else {
+    g.copy_(reduced);
+  }
+  grad_written_ = true;
+  ReleaseGradShard(/*dirty=*/true);
 }
 
 void FlatParam::AllocateFull() { ResizeStorageBytes(full_, static_cast<size_t>(full_bytes())); }

@@ -12,6 +12,10 @@
 //   during backward:  full gradient buffer (Psi * b), released after its reduce-scatter
 // Module parameters are bound once (set_data) to views of the full buffer; their .grad to views
 // of the full gradient buffer, so autograd accumulates straight into the flat gradient.
+//
+// Offload: with a SwapManager, the shard, the fp32 master and the gradient shard live on its tier
+// (cpu or nvme) and are reached only through Acquire*/Release* pairs (resident tensors otherwise,
+// for which the pairs cost nothing).
 #pragma once
 
 #include <string>
@@ -19,6 +23,8 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+
+#include "offload/swap_manager.h"
 
 namespace zeropp {
 
@@ -44,7 +50,20 @@ class FlatParam {
   at::Tensor GatherLocalValues() const;
   // Takes this rank's shard of `full_fp32` (identical on all ranks), binds every parameter to a
   // view of the full buffer, and frees the buffer (the unit starts Sharded).
-  void InitFromFull(const at::Tensor& full_fp32);
+  void InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* swap = nullptr,
+                    offload::Tier tier = offload::Tier::kCpu);
+
+  // Shard (param dtype), master (fp32) and gradient shard (reduce dtype). Acquire blocks until the
+  // tensor is in memory; the view is valid until the matching Release. Prefetch starts the read.
+  void PrefetchShard();
+  at::Tensor AcquireShard();
+  void ReleaseShard(bool dirty);
+  at::Tensor AcquireMaster();
+  void ReleaseMaster(bool dirty);
+  // `read` = false skips reading the old contents (the caller overwrites all of them).
+  at::Tensor AcquireGradShard(bool read = true);
+  void ReleaseGradShard(bool dirty);
+  bool offloaded() const { return swap_ != nullptr; }
 
   // Re-allocates the full buffer's storage (contents undefined until the all-gather lands).
   void AllocateFull();
@@ -70,10 +89,13 @@ class FlatParam {
   at::ScalarType reduce_dtype() const { return reduce_dtype_; }
 
   at::Tensor& full() { return full_; }
-  at::Tensor& shard() { return shard_; }     // param dtype; the all-gather source
-  at::Tensor& master() { return master_; }   // fp32; aliases shard_ when param dtype is fp32
   at::Tensor& grad_full() { return grad_full_; }
-  at::Tensor& grad_shard() { return grad_shard_; }  // reduce dtype, accumulated over micro-batches
+  // Gradient shard bookkeeping within a step: the first reduction overwrites, later ones add.
+  void StartStep() { grad_written_ = false; }
+  // A unit whose gradient received no reduction this step (none of its parameters were used) gets
+  // zeros, so that the optimizer never reads a previous step's gradient.
+  void EnsureGradWritten();
+  void AccumulateGradShard(const at::Tensor& reduced);
 
   int64_t full_bytes() const { return padded_numel_ * elem_bytes_; }
   int64_t shard_bytes() const { return shard_numel_ * elem_bytes_; }
@@ -90,6 +112,9 @@ class FlatParam {
   int64_t padded_numel_ = 0;
   int64_t shard_numel_ = 0;
   at::Tensor full_, shard_, master_, grad_full_, grad_shard_;
+  offload::SwapManager* swap_ = nullptr;
+  int shard_id_ = -1, master_id_ = -1, grad_id_ = -1;
+  bool grad_written_ = false;
 };
 
 }  // namespace zeropp

@@ -35,7 +35,7 @@ void SchedulingUnit::Unshard(Communicator& zero) {
   Expect(ShardState::kSharded, "Unshard");
   if (flat_) {
     flat_->AllocateFull();
-    gather_ = zero.AllGather(flat_->full(), flat_->shard());
+    gather_ = zero.AllGather(flat_->full(), flat_->AcquireShard());
     ++gathers_;
   }
   state_ = ShardState::kUnsharding;
@@ -47,6 +47,7 @@ void SchedulingUnit::WaitForUnshard() {
     auto work = std::move(gather_);
     gather_.reset();
     work->Wait();
+    flat_->ReleaseShard(/*dirty=*/false);
   }
   state_ = ShardState::kUnsharded;
 }

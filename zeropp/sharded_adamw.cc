@@ -2,8 +2,6 @@
 
 #include <ATen/ops/zeros.h>
 
-#include "kernels/adamw_cpu.h"
-
 namespace zeropp {
 
 void ShardedAdamW::AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end) {
@@ -13,9 +11,12 @@ void ShardedAdamW::AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end) 
   u.own_end = own_end;
   u.ranges = flat->TrainableRanges(own_begin, own_end);
   u.norm_ranges = flat->TrainableRanges(own_begin, own_end, /*for_norm=*/true);
-  auto f32 = at::TensorOptions().dtype(at::kFloat);
-  u.exp_avg = at::zeros({own_end - own_begin}, f32);
-  u.exp_avg_sq = at::zeros({own_end - own_begin}, f32);
+  at::Tensor zeros = at::zeros({2, own_end - own_begin}, at::TensorOptions().dtype(at::kFloat));
+  if (swap_) {
+    u.swap_id = swap_->Register("adamw.moments." + std::to_string(units_.size()), zeros, tier_);
+  } else {
+    u.moments = zeros;
+  }
   units_.push_back(std::move(u));
 }
 
@@ -32,32 +33,36 @@ double ShardedAdamW::SquaredNorm(size_t i, const at::Tensor& owned_grad) const {
   return sum;
 }
 
-void ShardedAdamW::Step(const std::vector<at::Tensor>& owned_grads, float grad_scale) {
-  ++step_;
+void ShardedAdamW::Prefetch(size_t i) {
+  if (swap_ && i < units_.size()) swap_->Prefetch(units_[i].swap_id);
+}
+
+void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::Tensor& owned_grad, float grad_scale) {
+  Unit& u = units_[i];
   kernels::AdamWHyper h = hyper_;
   h.step = step_;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    Unit& u = units_[i];
-    at::Tensor g = owned_grads[i];
-    if (grad_scale != 1.0f) g = g.mul(grad_scale);
-    float* master = u.flat->master().data_ptr<float>();
-    const int64_t shard_begin = u.flat->shard_begin();
-    for (const auto& r : u.ranges) {
-      const int64_t own = r.first - u.own_begin;
-      kernels::AdamWArgs args;
-      args.param = master + (r.first - shard_begin);
-      args.grad = g.data_ptr<float>() + own;
-      args.exp_avg = u.exp_avg.data_ptr<float>() + own;
-      args.exp_avg_sq = u.exp_avg_sq.data_ptr<float>() + own;
-      args.n = r.second - r.first;
-      kernels::AdamWCpu(args, h, path_, threads_);
-    }
+  at::Tensor g = grad_scale != 1.0f ? owned_grad.mul(grad_scale) : owned_grad;
+  at::Tensor moments = swap_ ? swap_->Acquire(u.swap_id) : u.moments;
+  float* master = master_shard.data_ptr<float>();
+  float* exp_avg = moments.data_ptr<float>();
+  float* exp_avg_sq = exp_avg + (u.own_end - u.own_begin);
+  const int64_t shard_begin = u.flat->shard_begin();
+  for (const auto& r : u.ranges) {
+    const int64_t own = r.first - u.own_begin;
+    kernels::AdamWArgs args;
+    args.param = master + (r.first - shard_begin);
+    args.grad = g.data_ptr<float>() + own;
+    args.exp_avg = exp_avg + own;
+    args.exp_avg_sq = exp_avg_sq + own;
+    args.n = r.second - r.first;
+    kernels::AdamWCpu(args, h, path_, threads_);
   }
+  if (swap_) swap_->Release(u.swap_id, /*dirty=*/true);
 }
 
 int64_t ShardedAdamW::state_bytes() const {
   int64_t b = 0;
-  for (const auto& u : units_) b += u.exp_avg.nbytes() + u.exp_avg_sq.nbytes();
+  for (const auto& u : units_) b += 2 * (u.own_end - u.own_begin) * 4;
   return b;
 }
 
