@@ -62,9 +62,9 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, 
 
 void Engine::SetUpOffload() {
   const OffloadOptions& o = options_.offload;
-  if (o.optimizer == "none" && o.params == "none") return;
+  if (o.optimizer == "none" && o.params == "none" && o.activations == "none") return;
   // Refuse an unusable directory before anything is written or trained.
-  if (o.optimizer == "nvme" || o.params == "nvme") {
+  if (o.optimizer == "nvme" || o.params == "nvme" || o.activations == "nvme") {
     try {
       offload::OffloadFile::CheckDirectory(o.dir);
     } catch (const std::exception& e) {
@@ -311,6 +311,29 @@ void Engine::NoteUnshard(int u) {
   unsharded_peak_ = std::max(unsharded_peak_, unsharded_live_);
 }
 
+void Engine::OffloadActivation(int k, at::Tensor* saved) {
+  if (act_slot_.empty()) {
+    act_slot_.assign(num_units(), -1);
+    act_shape_.resize(num_units());
+  }
+  at::Tensor t = saved->detach().contiguous();
+  if (act_slot_[k] < 0 || act_shape_[k] != t.sizes().vec()) {
+    act_slot_[k] = swap_->Register(absl::StrCat("unit", k, ".input"), t, offload::ParseTier(options_.offload.activations));
+    act_shape_[k] = t.sizes().vec();
+  } else {
+    at::Tensor slot = swap_->Acquire(act_slot_[k], /*read=*/false);
+    slot.copy_(t);
+    swap_->Release(act_slot_[k], /*dirty=*/true);
+  }
+  *saved = at::Tensor();  // the only in-memory copy is released
+}
+
+at::Tensor Engine::FetchActivation(int k) {
+  at::Tensor t = swap_->Acquire(act_slot_[k]).clone();
+  swap_->Release(act_slot_[k], /*dirty=*/false);
+  return k == 0 || !t.is_floating_point() ? t : t.requires_grad_(true);
+}
+
 void Engine::Require(int k) {
   std::vector<int> need = units_[k]->deps();
   need.push_back(k);
@@ -417,6 +440,8 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
     unit_in[k] = xin;
     unit_out[k] = out;
     x = out;
+    // The last unit's backward follows at once; earlier recomputed units may park their input.
+    if (options_.offload.activations != "none" && k + 1 < k_units) OffloadActivation(k, &unit_in[k]);
     if (options_.reshard_after_forward && k + 1 < k_units) {
       std::vector<int> keep = units_[k + 1]->deps();
       keep.push_back(k + 1);
@@ -438,6 +463,10 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
       }
     }
     at::Tensor out = unit_out[k];
+    if (options_.offload.activations != "none" && k + 1 < k_units) {
+      if (k >= 1 && act_slot_[k - 1] >= 0) swap_->Prefetch(act_slot_[k - 1]);
+      unit_in[k] = FetchActivation(k);
+    }
     if (options_.recompute) out = RunUnit(k, unit_in[k]);
     if (k == k_units - 1) {
       at::Tensor loss = loss_fn(out, target) / num_micro;

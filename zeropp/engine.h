@@ -129,6 +129,8 @@ class Engine {
                      int num_micro, bool last_micro, double* loss_sum);
   void SetUpOffload();
   void EstimateAndCheckBudget();
+  void OffloadActivation(int k, at::Tensor* saved);
+  at::Tensor FetchActivation(int k);
   void Require(int k);
   void Prefetch(int k, int direction);
   void ReleaseExcept(const std::vector<int>& keep);
@@ -146,6 +148,8 @@ class Engine {
   std::unique_ptr<offload::HostPool> host_pool_;
   std::unique_ptr<offload::SwapManager> swap_;
   std::vector<std::unique_ptr<SchedulingUnit>> units_;
+  std::vector<int> act_slot_;                      // per unit: swap slot of its saved input
+  std::vector<std::vector<int64_t>> act_shape_;    // the shape that slot was made for
   std::vector<int> last_grad_writer_;  // unit whose backward completes unit u's gradient
   std::vector<std::string> param_order_;  // unique parameter names, model order
   UnitFilter owns_;

@@ -20,8 +20,12 @@ std::string EngineOptions::Validate() const {
   if (!(adamw.beta1 >= 0 && adamw.beta1 < 1)) p.push_back(absl::StrCat("adamw.beta1(", adamw.beta1, ") must be in [0, 1)"));
   if (!(adamw.beta2 >= 0 && adamw.beta2 < 1)) p.push_back(absl::StrCat("adamw.beta2(", adamw.beta2, ") must be in [0, 1)"));
   if (!(adamw.eps > 0)) p.push_back(absl::StrCat("adamw.eps(", adamw.eps, ") must be > 0"));
+  if (offload.activations != "none" && !recompute) {
+    p.push_back(absl::StrCat("offload.activations(", offload.activations, ") needs recompute=true"));
+  }
   for (const auto& kv : {std::make_pair("offload.optimizer", offload.optimizer),
-                         std::make_pair("offload.params", offload.params)}) {
+                         std::make_pair("offload.params", offload.params),
+                         std::make_pair("offload.activations", offload.activations)}) {
     if (kv.second != "none" && kv.second != "cpu" && kv.second != "nvme") {
       p.push_back(absl::StrCat(kv.first, "(", kv.second, ") must be none, cpu or nvme"));
     }

@@ -23,6 +23,9 @@ struct UnitPolicy {
 struct OffloadOptions {
   std::string optimizer = "none";  // AdamW moments: none | cpu | nvme
   std::string params = "none";     // fp32 master, compute shard and gradient shard: none | cpu | nvme
+  // Saved inputs of recomputed units (needs recompute): written after the unit's forward, read back
+  // (prefetched one unit ahead) before its backward. none | cpu | nvme
+  std::string activations = "none";
   std::string dir;                 // directory for nvme files (checked before training)
   int64_t host_budget_bytes = int64_t{8} << 30;  // host pool: staging buffers and the cpu tier
   int queue_depth = 32;            // I/O engine
