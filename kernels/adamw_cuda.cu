@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/adamw_cuda.h"
 
@@ -25,7 +26,66 @@ __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__
   }
 }
 
+// Pointer table laid out as: params[count], grads[count], exp_avgs[count], exp_avg_sqs[count],
+// offsets[count + 1] (prefix sums of the sizes).
+__global__ void MultiAdamWKernel(const void* table, int count, float beta1, float beta2, float eps, float step_size,
+                                 float bc2_sqrt, float decay) {
+  float* const* p = static_cast<float* const*>(table);
+  const float* const* g = reinterpret_cast<const float* const*>(p + count);
+  float* const* m = p + 2 * count;
+  float* const* v = p + 3 * count;
+  const int64_t* offsets = reinterpret_cast<const int64_t*>(p + 4 * count);
+  const int64_t total = offsets[count];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int lo = 0, hi = count - 1;  // the tensor holding flat index i
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (offsets[mid] <= i) lo = mid; else hi = mid - 1;
+    }
+    const int64_t k = i - offsets[lo];
+    const float gi = g[lo][k];
+    const float mi = m[lo][k] * beta1 + (1.0f - beta1) * gi;
+    const float vi = v[lo][k] * beta2 + (1.0f - beta2) * gi * gi;
+    m[lo][k] = mi;
+    v[lo][k] = vi;
+    p[lo][k] = p[lo][k] * decay - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+  }
+}
+
 }  // namespace
+
+int64_t MultiTensorTableBytes(int count) { return static_cast<int64_t>(4 * count) * 8 + (count + 1) * 8; }
+
+int LaunchMultiTensorAdamWCuda(float* const* params, const float* const* grads, float* const* exp_avgs,
+                               float* const* exp_avg_sqs, const int64_t* numels, int count, const AdamWHyper& h,
+                               void* table_device, void* stream) {
+  if (count == 0) return 0;
+  std::vector<uint64_t> table(static_cast<size_t>(MultiTensorTableBytes(count) / 8));
+  int64_t total = 0;
+  for (int t = 0; t < count; ++t) {
+    table[t] = reinterpret_cast<uint64_t>(params[t]);
+    table[count + t] = reinterpret_cast<uint64_t>(grads[t]);
+    table[2 * count + t] = reinterpret_cast<uint64_t>(exp_avgs[t]);
+    table[3 * count + t] = reinterpret_cast<uint64_t>(exp_avg_sqs[t]);
+    table[4 * count + t] = static_cast<uint64_t>(total);
+    total += numels[t];
+  }
+  table[5 * count] = static_cast<uint64_t>(total);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t err = cudaMemcpyAsync(table_device, table.data(), table.size() * 8, cudaMemcpyHostToDevice, s);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  // The host table must outlive the copy.
+  err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
+  const int64_t want = (total + 255) / 256;
+  const int blocks = static_cast<int>(want < 65535 ? (want > 0 ? want : 1) : 65535);
+  MultiAdamWKernel<<<blocks, 256, 0, s>>>(table_device, count, h.beta1, h.beta2, h.eps, static_cast<float>(h.lr / bc1),
+                                          static_cast<float>(std::sqrt(bc2)), 1.0f - h.lr * h.weight_decay);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int LaunchAdamWCuda(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                     const AdamWHyper& h, void* stream) {

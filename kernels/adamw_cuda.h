@@ -14,5 +14,13 @@ namespace kernels {
 int LaunchAdamWCuda(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                     const AdamWHyper& h, void* stream);
 
+// Multi-tensor form: one launch updates `count` tensors (device pointers in host arrays, sizes in
+// `numels`); the pointer table is copied to `table_device` (device memory of at least
+// MultiTensorTableBytes(count) bytes) on `stream` before the kernel reads it.
+int64_t MultiTensorTableBytes(int count);
+int LaunchMultiTensorAdamWCuda(float* const* params, const float* const* grads, float* const* exp_avgs,
+                               float* const* exp_avg_sqs, const int64_t* numels, int count, const AdamWHyper& h,
+                               void* table_device, void* stream);
+
 }  // namespace kernels
 }  // namespace zeropp

@@ -33,6 +33,9 @@ OffloadFile::OffloadFile(const std::string& dir, const std::string& name) : path
   direct_ = fd_ >= 0;
   if (fd_ < 0 && errno == EINVAL) fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);  // no O_DIRECT here
   if (fd_ < 0) throw IoError("cannot create offload file " + path_ + ": " + std::strerror(errno));
+  // Unlinked at once: the open descriptor keeps the data, and the space is returned however the
+  // process ends (normal exit, exception, SIGKILL), so no later run can find partial state.
+  unlink(path_.c_str());
 }
 
 void OffloadFile::Reserve(int64_t bytes) {
@@ -45,7 +48,6 @@ void OffloadFile::Reserve(int64_t bytes) {
 
 OffloadFile::~OffloadFile() {
   if (fd_ >= 0) close(fd_);
-  unlink(path_.c_str());
 }
 
 }  // namespace offload

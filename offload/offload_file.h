@@ -1,6 +1,7 @@
 // offload_file.h: a scratch file for offloaded state, opened with O_DIRECT where the filesystem
-// allows it (reported by direct()), and removed when the object is destroyed, on normal exit and
-// on error alike, so no partial state survives for a later run to read.
+// allows it (reported by direct()), and unlinked as soon as it is open: its space lives only as
+// long as the descriptor, so it is returned on normal exit, on error and on SIGKILL alike, and no
+// partial state survives for a later run to read.
 #pragma once
 
 #include <cstdint>

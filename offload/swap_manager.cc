@@ -38,6 +38,16 @@ SwapManager::~SwapManager() {
   }
 }
 
+HostBuffer SwapManager::Buffer(int64_t bytes) {
+  try {
+    return pool_->Allocate(bytes);
+  } catch (const std::runtime_error&) {
+    // Back-pressure: buffers of finished write-backs return to the pool.
+    Reap(/*block=*/true);
+    return pool_->Allocate(bytes);
+  }
+}
+
 at::Tensor SwapManager::View(Entry& e) {
   return at::from_blob(e.buffer.data(), e.shape, at::TensorOptions().dtype(e.dtype));
 }
@@ -51,7 +61,7 @@ int SwapManager::Register(const std::string& name, const at::Tensor& init, Tier 
   e.bytes = init.nbytes();
   e.padded = (e.bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
   at::Tensor src = init.contiguous();
-  HostBuffer b = pool_->Allocate(std::max<int64_t>(e.padded, kIoAlignment));
+  HostBuffer b = Buffer(std::max<int64_t>(e.padded, kIoAlignment));
   std::memcpy(b.data(), src.data_ptr(), e.bytes);
   if (tier == Tier::kCpu) {
     e.buffer = std::move(b);
@@ -71,6 +81,31 @@ int SwapManager::Register(const std::string& name, const at::Tensor& init, Tier 
   return static_cast<int>(entries_.size()) - 1;
 }
 
+int SwapManager::RegisterUninitialized(const std::string& name, at::IntArrayRef shape, at::ScalarType dtype, Tier tier) {
+  Entry e;
+  e.name = name;
+  e.tier = tier;
+  e.dtype = dtype;
+  e.shape = shape.vec();
+  int64_t numel = 1;
+  for (int64_t d : e.shape) numel *= d;
+  e.bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  e.padded = (e.bytes + kIoAlignment - 1) / kIoAlignment * kIoAlignment;
+  if (tier == Tier::kCpu) {
+    e.buffer = Buffer(std::max<int64_t>(e.padded, kIoAlignment));
+  } else {
+    if (!file_) {
+      static std::atomic<int> serial{0};
+      file_ = std::make_unique<OffloadFile>(dir_, "zeropp-swap-" + std::to_string(getpid()) + "-u" +
+                                                      std::to_string(serial++) + ".bin");
+    }
+    e.offset = file_end_;
+    file_end_ += e.padded;
+  }
+  entries_.push_back(std::move(e));
+  return static_cast<int>(entries_.size()) - 1;
+}
+
 void SwapManager::Prefetch(int id) {
   Entry& e = entries_[id];
   if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
@@ -83,7 +118,7 @@ void SwapManager::Prefetch(int id) {
       w.id = -1;
     }
   }
-  e.buffer = pool_->Allocate(e.padded);
+  e.buffer = Buffer(e.padded);
   e.pending = io_->Read(file_->fd(), e.buffer.data(), e.padded, e.offset, file_->path() + " (" + e.name + ")");
   stats_.bytes_read += e.padded;
 }
@@ -92,7 +127,7 @@ at::Tensor SwapManager::Acquire(int id, bool read) {
   Entry& e = entries_[id];
   if (e.acquired) throw std::logic_error("SwapManager: " + e.name + " acquired twice");
   if (!read && e.tier == Tier::kNvme && e.buffer.data() == nullptr && !e.pending.valid()) {
-    e.buffer = pool_->Allocate(e.padded);
+    e.buffer = Buffer(e.padded);
     e.acquired = true;
     return View(e);
   }

@@ -48,6 +48,8 @@ class SwapManager {
 
   // Copies `init` (contiguous) to the tensor's home. For kNvme, the write completes before return.
   int Register(const std::string& name, const at::Tensor& init, Tier tier);
+  // A tensor whose first use overwrites it (Acquire(id, /*read=*/false)): nothing is written now.
+  int RegisterUninitialized(const std::string& name, at::IntArrayRef shape, at::ScalarType dtype, Tier tier);
   void Prefetch(int id);
   // `read` = false: the caller overwrites every element, so an nvme tensor is not read first.
   at::Tensor Acquire(int id, bool read = true);
@@ -75,6 +77,8 @@ class SwapManager {
     int id;
   };
   void Reap(bool block);
+  // A pool buffer; when the pool's budget is reached, waits for write-backs to free theirs first.
+  HostBuffer Buffer(int64_t bytes);
   at::Tensor View(Entry& e);
 
   IoEngine* io_;

@@ -12,7 +12,9 @@
 #ifdef ZEROPP_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/adamw_cpu.h"
 #include "kernels/adamw_cuda.h"
+#include "kernels/cast_cuda.h"
 #endif
 
 namespace zeropp {
@@ -61,6 +63,79 @@ TEST(AdamWCudaTest, MatchesCpuReference) {
   cudaFree(dg);
   cudaFree(dm);
   cudaFree(dv);
+#endif
+}
+
+TEST(AdamWCudaTest, MultiTensorAndCastsMatchCpu) {
+#ifndef ZEROPP_CUDA
+  GTEST_SKIP() << "built without CUDA: build and run with --config=cuda on a machine with a GPU";
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "no CUDA GPU on this machine: the kernels were compiled and linked, not run";
+  }
+  const std::vector<int64_t> sizes = {7, 100003, 4096};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d;
+  std::vector<std::vector<float>> hp, hg, hm, hv;
+  std::vector<float*> dp, dm, dv;
+  std::vector<const float*> dg;
+  for (int64_t n : sizes) {
+    hp.emplace_back(n);
+    hg.emplace_back(n);
+    hm.emplace_back(n, 0.f);
+    hv.emplace_back(n, 0.f);
+    for (auto& x : hp.back()) x = d(rng);
+    for (auto& x : hg.back()) x = d(rng);
+    float *p, *g, *m, *v;
+    cudaMalloc(&p, n * 4);
+    cudaMalloc(&g, n * 4);
+    cudaMalloc(&m, n * 4);
+    cudaMalloc(&v, n * 4);
+    cudaMemcpy(p, hp.back().data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(g, hg.back().data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemset(m, 0, n * 4);
+    cudaMemset(v, 0, n * 4);
+    dp.push_back(p);
+    dg.push_back(g);
+    dm.push_back(m);
+    dv.push_back(v);
+  }
+  void* table;
+  cudaMalloc(&table, kernels::MultiTensorTableBytes(3));
+  kernels::AdamWHyper h;
+  h.step = 1;
+  ASSERT_EQ(kernels::LaunchMultiTensorAdamWCuda(dp.data(), dg.data(), dm.data(), dv.data(), sizes.data(), 3, h, table,
+                                                nullptr),
+            0);
+  double max_rel = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    std::vector<float> got(sizes[t]);
+    cudaMemcpy(got.data(), dp[t], sizes[t] * 4, cudaMemcpyDeviceToHost);
+    kernels::AdamWReference(hp[t].data(), hg[t].data(), hm[t].data(), hv[t].data(), sizes[t], h);
+    for (int64_t i = 0; i < sizes[t]; ++i) {
+      max_rel = std::max(max_rel, std::fabs(double(got[i]) - hp[t][i]) / std::max(1e-2, std::fabs(double(hp[t][i]))));
+    }
+  }
+  std::printf("multi-tensor adamw cuda vs reference: max rel err %.3g\n", max_rel);
+  EXPECT_LT(max_rel, 1e-5);
+  // Casts: bit-identical to the CPU casts.
+  const int64_t n = 100003;
+  uint16_t* db;
+  float* df;
+  cudaMalloc(&db, n * 2);
+  cudaMalloc(&df, n * 4);
+  ASSERT_EQ(kernels::LaunchCastFloatToBf16Cuda(dp[1], db, n, nullptr), 0);
+  ASSERT_EQ(kernels::LaunchCastBf16ToFloatCuda(db, df, n, nullptr), 0);
+  std::vector<uint16_t> gb(n), cb(n);
+  std::vector<float> gf(n), cf(n), src(n);
+  cudaMemcpy(gb.data(), db, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(gf.data(), df, n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(src.data(), dp[1], n * 4, cudaMemcpyDeviceToHost);
+  kernels::CastFloatToBf16(src.data(), cb.data(), n);
+  kernels::CastBf16ToFloat(cb.data(), cf.data(), n);
+  EXPECT_EQ(gb, cb);
+  EXPECT_EQ(gf, cf);
 #endif
 }
 

@@ -43,6 +43,8 @@ TEST_P(IoEngineTest, RoundTripOddBlocksConcurrently) {
   std::printf("engine %s (%s)\n", io->name(), io->reason().c_str());
   OffloadFile f(TmpDir("rt"), "state.bin");
   std::printf("O_DIRECT: %s\n", f.direct() ? "yes" : "refused by the filesystem, buffered");
+  struct stat st;
+  EXPECT_NE(stat(f.path().c_str(), &st), 0) << "the offload file keeps a name while open; a SIGKILL would leave it";
   HostPool pool(64 << 20);
   const int64_t big = (5 << 20) + 3 * kIoAlignment;  // 6 blocks, the last partial
   HostBuffer out = pool.Allocate(big), in = pool.Allocate(big);

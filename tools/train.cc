@@ -65,7 +65,7 @@ int Main(int argc, char** argv) {
   DistEnv env = DistEnv::FromEnvironment();
   tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
   if (!cfg.zero_set) cfg.parallel.zero = std::max(1, env.world_size / (cfg.parallel.pp * cfg.parallel.dp));
-  at::set_num_threads(1);
+  at::set_num_threads(cfg.threads);
   ProcessGroupsOptions po;
   auto groups = ProcessGroups::Create(env, cfg.parallel, po);
   const MeshCoord me = cfg.parallel.CoordOf(env.rank);
@@ -105,7 +105,11 @@ int Main(int argc, char** argv) {
     return at::cross_entropy_loss(out.reshape({-1, vocab}).to(at::kFloat), target.reshape({-1}));
   };
   double first_loss = 0, last_loss = 0;
+  const bool offloading = cfg.engine.offload.optimizer != "none" || cfg.engine.offload.params != "none" ||
+                          cfg.engine.offload.activations != "none";
+  offload::SwapStats io_before = engine.Memory().io;
   auto t0 = std::chrono::steady_clock::now();
+  auto t_step = t0;
   // Benchmark window: the steps after --bench-warmup, timed between barriers.
   auto tb = t0;
   int64_t lo0 = 0, counted = 0, wait_us = 0, busy_us = 0;
@@ -135,8 +139,20 @@ int Main(int argc, char** argv) {
       std::printf("step %4lld/%lld %s loss %.4f  grad_norm %.3f  %.0f tok/s  rss %.0f MB  model-state %.1f MB/rank  sent %.2f MB/step\n",
                   (long long)(step + 1), (long long)cfg.steps, Bar(step + 1, cfg.steps).c_str(), r.loss, r.grad_norm,
                   tps, PeakRssMb(), mem.ModelStateBytes() / 1e6, (r.zero_comm.TotalSent() + r.dp_comm.TotalSent()) / 1e6);
+      if (offloading) {
+        const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
+        const double wait_s = (mem.io.wait_us - io_before.wait_us) / 1e6;
+        std::printf("    step %.1f s: waiting on I/O %.1f s, computing and issuing %.1f s; read %.2f GB, wrote %.2f GB "
+                    "(%.2f GB/s while waiting); %.1f GB of state on nvme, host pool %.0f MB\n",
+                    step_s, wait_s, step_s - wait_s, (mem.io.bytes_read - io_before.bytes_read) / 1e9,
+                    (mem.io.bytes_written - io_before.bytes_written) / 1e9,
+                    wait_s > 0 ? (mem.io.bytes_read - io_before.bytes_read + mem.io.bytes_written - io_before.bytes_written) / 1e9 / step_s : 0.0,
+                    mem.nvme_bytes / 1e9, mem.host_pool_bytes / 1e6);
+      }
       std::fflush(stdout);
     }
+    io_before = engine.Memory().io;
+    t_step = std::chrono::steady_clock::now();
     if (metrics.is_open()) {
       metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
               << ",\"tokens_per_s\":" << tps << ",\"bytes_sent\":" << (r.zero_comm.TotalSent() + r.dp_comm.TotalSent())

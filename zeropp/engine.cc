@@ -603,6 +603,18 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   zero.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
   if (cfg.dp > 1) dp.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
 
+  if (options_.memory_budget_bytes > 0) {
+    // Enforce the budget from the engine's own accounting: resident model state, the peaks of
+    // unsharded parameters and gradients, and the host pool.
+    MemoryStats mem = Memory();
+    const int64_t used = mem.ModelStateBytes() - mem.nvme_bytes + mem.unsharded_peak_bytes +
+                         mem.grad_unsharded_peak_bytes + mem.host_pool_bytes;
+    if (used > options_.memory_budget_bytes) {
+      throw std::runtime_error(absl::StrCat(Where(), " memory budget exceeded at step ", optimizer_.step(), ": ", used,
+                                            " bytes accounted (", mem.ToString(), ", host pool ", mem.host_pool_bytes,
+                                            ") > memory_budget_bytes ", options_.memory_budget_bytes));
+    }
+  }
   StepResult r;
   r.step = optimizer_.step();
   r.loss = loss_t.item<double>();

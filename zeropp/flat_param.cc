@@ -38,9 +38,10 @@ at::Tensor FlatParam::GatherLocalValues() const {
 
 void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* swap, offload::Tier tier) {
   at::Tensor mine = full_fp32.narrow(0, shard_begin(), shard_numel_);
-  master_ = mine.clone();
+  // Offloaded state is copied into the swap manager below, so no resident copy is made here.
+  master_ = swap != nullptr ? mine : mine.clone();
   shard_ = master_is_shard() ? master_ : master_.to(param_dtype_);
-  grad_shard_ = at::zeros({shard_numel_}, at::TensorOptions().dtype(reduce_dtype_));
+  if (swap == nullptr) grad_shard_ = at::zeros({shard_numel_}, at::TensorOptions().dtype(reduce_dtype_));
   full_ = at::empty({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
   c10::NoGradGuard no_grad;
   for (auto& e : entries_) {
@@ -52,7 +53,8 @@ void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* 
     const std::string base = entries_.empty() ? "flat" : entries_.front().name;
     master_id_ = swap->Register(base + ".master", master_, tier);
     shard_id_ = master_is_shard() ? master_id_ : swap->Register(base + ".shard", shard_, tier);
-    grad_id_ = swap->Register(base + ".grad", grad_shard_, tier);
+    // The first reduction of every step overwrites the gradient shard: no initial contents.
+    grad_id_ = swap->RegisterUninitialized(base + ".grad", {shard_numel_}, reduce_dtype_, tier);
     master_ = shard_ = grad_shard_ = at::Tensor();  // the swap manager holds them now
   }
 }

@@ -11,11 +11,14 @@ void ShardedAdamW::AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end) 
   u.own_end = own_end;
   u.ranges = flat->TrainableRanges(own_begin, own_end);
   u.norm_ranges = flat->TrainableRanges(own_begin, own_end, /*for_norm=*/true);
-  at::Tensor zeros = at::zeros({2, own_end - own_begin}, at::TensorOptions().dtype(at::kFloat));
   if (swap_) {
-    u.swap_id = swap_->Register("adamw.moments." + std::to_string(units_.size()), zeros, tier_);
+    // Zeroed through a staging buffer rather than a resident tensor.
+    u.swap_id = swap_->RegisterUninitialized("adamw.moments." + std::to_string(units_.size()),
+                                             {2, own_end - own_begin}, at::kFloat, tier_);
+    swap_->Acquire(u.swap_id, /*read=*/false).zero_();
+    swap_->Release(u.swap_id, /*dirty=*/true);
   } else {
-    u.moments = zeros;
+    u.moments = at::zeros({2, own_end - own_begin}, at::TensorOptions().dtype(at::kFloat));
   }
   units_.push_back(std::move(u));
 }
