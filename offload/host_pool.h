@@ -1,5 +1,6 @@
 // host_pool.h: page-aligned host buffers for offload I/O, reused by size, under a hard budget.
-// (On CUDA the same interface will hand out cudaHostAlloc'ed pinned memory.)
+// In --config=cuda builds on a machine with a GPU they are page-locked (cudaHostAlloc), so copies
+// to and from the device run as DMA; elsewhere 4096-aligned host memory.
 //
 //   HostPool pool(8ull << 30);
 //   HostBuffer b = pool.Allocate(1 << 20);   // returned to the pool when b goes away

@@ -13,8 +13,8 @@
 
 namespace zeropp {
 
-// Resizes the storage behind `t` to `bytes`. CPU only in this build; throws std::invalid_argument
-// naming the device otherwise. Not thread-safe with concurrent readers of `t`.
+// Resizes the storage behind `t` to `bytes`: CPU always, CUDA in --config=cuda builds; throws
+// std::invalid_argument naming the device otherwise. Not thread-safe with concurrent readers of `t`.
 void ResizeStorageBytes(const at::Tensor& t, size_t bytes);
 
 // Bytes currently allocated for the storage behind `t`.
