@@ -48,6 +48,22 @@ struct Request {
   }
 };
 
+// A request split into `block_bytes` blocks; a zero-byte request is complete at once.
+std::shared_ptr<Request> MakeRequest(bool write, int fd, void* buf, int64_t bytes, int64_t offset,
+                                     const std::string& path, int64_t block_bytes, std::future<void>* fut) {
+  auto r = std::make_shared<Request>();
+  r->write = write;
+  r->fd = fd;
+  r->buf = static_cast<char*>(buf);
+  r->bytes = bytes;
+  r->offset = offset;
+  r->path = path;
+  *fut = r->done.get_future();
+  r->outstanding = (bytes + block_bytes - 1) / block_bytes;
+  if (bytes == 0) r->done.set_value();
+  return r;
+}
+
 class IoUringEngine : public IoEngine {
  public:
   explicit IoUringEngine(const IoOptions& o) : opt_(o) {
@@ -79,24 +95,11 @@ class IoUringEngine : public IoEngine {
   };
 
   std::future<void> Submit(bool write, int fd, void* buf, int64_t bytes, int64_t offset, const std::string& path) {
-    auto r = std::make_shared<Request>();
-    r->write = write;
-    r->fd = fd;
-    r->buf = static_cast<char*>(buf);
-    r->bytes = bytes;
-    r->offset = offset;
-    r->path = path;
-    auto fut = r->done.get_future();
-    if (bytes == 0) {
-      r->done.set_value();
-      return fut;
-    }
-    const int64_t blocks = (bytes + opt_.block_bytes - 1) / opt_.block_bytes;
-    r->outstanding = blocks;
+    std::future<void> fut;
+    auto r = MakeRequest(write, fd, buf, bytes, offset, path, opt_.block_bytes, &fut);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t pos = b * opt_.block_bytes;
+      for (int64_t pos = 0; pos < bytes; pos += opt_.block_bytes) {
         queue_.push_back(Block{r, pos, std::min(opt_.block_bytes, bytes - pos)});
       }
     }
@@ -183,20 +186,9 @@ class ThreadPoolEngine : public IoEngine {
 
  private:
   std::future<void> Submit(bool write, int fd, void* buf, int64_t bytes, int64_t offset, const std::string& path) {
-    auto r = std::make_shared<Request>();
-    r->write = write;
-    r->fd = fd;
-    r->buf = static_cast<char*>(buf);
-    r->bytes = bytes;
-    r->offset = offset;
-    r->path = path;
-    auto fut = r->done.get_future();
-    if (bytes == 0) {
-      r->done.set_value();
-      return fut;
-    }
-    const int64_t blocks = (bytes + opt_.block_bytes - 1) / opt_.block_bytes;
-    r->outstanding = blocks;
+    std::future<void> fut;
+    auto r = MakeRequest(write, fd, buf, bytes, offset, path, opt_.block_bytes, &fut);
+    const int64_t blocks = r->outstanding;
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t pos = b * opt_.block_bytes, len = std::min(opt_.block_bytes, bytes - pos);
       boost::asio::post(pool_, [r, pos, len] {
