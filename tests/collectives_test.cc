@@ -80,7 +80,9 @@ TEST_P(CollectivesTest, AllReduceUnevenChunksAndExactBytes) {
       int64_t expect = n == 1 ? 0 : (s - chunk_bytes(rank)) + (s - chunk_bytes((rank + 1) % n));
       KindStats d = comm->Stats().Since(before)[OpKind::kAllReduce];
       EXPECT_EQ(d.bytes_sent, expect) << "numel " << numel;
-      if (numel % n == 0) EXPECT_EQ(d.bytes_sent, 2 * s * (n - 1) / n);
+      if (numel % n == 0) {
+        EXPECT_EQ(d.bytes_sent, 2 * s * (n - 1) / n);
+      }
     }
     at::Tensor t = at::full({6}, static_cast<float>(rank));
     comm->AllReduce(t, ReduceOp::kAvg)->Wait();

@@ -65,7 +65,9 @@ TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
     if (std::string(t.params) == "nvme") expect_nvme += m.param_shard_bytes + m.master_bytes + m.grad_shard_bytes;
     if (std::string(t.optimizer) == "nvme") expect_nvme += m.optim_state_bytes;
     EXPECT_EQ(m.nvme_bytes, expect_nvme);
-    if (expect_nvme > 0) EXPECT_GT(m.io.bytes_read, 0);
+    if (expect_nvme > 0) {
+      EXPECT_GT(m.io.bytes_read, 0);
+    }
     if (r == 0) {
       std::printf("%s on %d rank(s): worst parameter rel err %.2e, read %lld B, written %lld B, waited %lld us\n",
                   t.name, n, worst, (long long)m.io.bytes_read, (long long)m.io.bytes_written, (long long)m.io.wait_us);
@@ -108,7 +110,9 @@ TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {
           EXPECT_LT(testing::RelErr(off[r].params[i].second, plain[r].params[i].second), 1e-6) << tier;
         }
       }
-      if (std::string(tier) == "nvme") EXPECT_GT(off[0].memory.io.bytes_read, 0);
+      if (std::string(tier) == "nvme") {
+        EXPECT_GT(off[0].memory.io.bytes_read, 0);
+      }
       EXPECT_EQ(FilesIn(c.options.offload.dir), 0);
     }
   }

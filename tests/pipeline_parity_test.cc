@@ -177,7 +177,9 @@ TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
       bytes[rank] = r.zero_comm[OpKind::kAllGather].bytes_sent;
       groups->world().Barrier()->Wait();
     });
-    if (previous_bytes >= 0) EXPECT_LT(bytes[0], previous_bytes) << "U " << u;
+    if (previous_bytes >= 0) {
+      EXPECT_LT(bytes[0], previous_bytes) << "U " << u;
+    }
     std::printf("zeropp pp=2 zero=2 v=2 m=8 U=%d: rank 0 all-gathers %lld bytes per step\n", u, (long long)bytes[0]);
     previous_bytes = bytes[0];
   }
