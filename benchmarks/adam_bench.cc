@@ -14,53 +14,44 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Best wall time of `reps` runs of fn(lo, hi) split over `threads` threads in contiguous ranges.
+template <typename Fn>
+double BestParallelSeconds(int64_t n, int threads, int reps, Fn fn) {
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back([=] { fn(n * t / threads, n * (t + 1) / threads); });
+    for (auto& th : pool) th.join();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
 // STREAM triad a = b + s*c over doubles with `threads` threads; bytes/s counting 24 per element.
 double Triad(int64_t n, int threads, int reps) {
   std::vector<double> va(n, 0.0), vb(n, 1.0), vc(n, 2.0);
   double* __restrict a = va.data();
   const double* __restrict b = vb.data();
   const double* __restrict c = vc.data();
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([=] {
-        const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        for (int64_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
-      });
-    }
-    for (auto& th : pool) th.join();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
+  const double best = BestParallelSeconds(n, threads, reps, [=](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
+  });
   if (a[n / 2] != 7.0) std::abort();
   return 24.0 * n / best;
 }
 
 // The AdamW access pattern (read p, g, m, v; write p, m, v) with trivial arithmetic: the memory
 // roofline of that pattern on this machine, in Mparam/s.
-double PatternBound(float* p, const float* g, float* m, float* v, int64_t n, int threads, int reps) {
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([=] {
-        const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        float* __restrict pp = p;
-        float* __restrict mm = m;
-        float* __restrict vv = v;
-        const float* __restrict gg = g;
-        for (int64_t i = lo; i < hi; ++i) {
-          mm[i] += gg[i];
-          vv[i] += gg[i];
-          pp[i] += mm[i] + vv[i];
-        }
-      });
+double PatternBound(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
+                    int threads, int reps) {
+  const double best = BestParallelSeconds(n, threads, reps, [=](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      m[i] += g[i];
+      v[i] += g[i];
+      p[i] += m[i] + v[i];
     }
-    for (auto& th : pool) th.join();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
+  });
   return n / best / 1e6;
 }
 

@@ -38,11 +38,6 @@ struct Row {
   double wire_per_rank;
 };
 
-double MaxOverRanks(Communicator& comm, double v) {
-  at::Tensor all = at::zeros({comm.size()}, at::TensorOptions().dtype(at::kDouble));
-  comm.AllGather(all, at::full({1}, v, at::TensorOptions().dtype(at::kDouble)))->Wait();
-  return all.max().item<double>();
-}
 
 int Main(int argc, char** argv) {
   int64_t max_bytes = 256ll << 20;

@@ -30,16 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double MaxOver(Communicator& c, double v) {
-  at::Tensor all = at::zeros({c.size()}, at::TensorOptions().dtype(at::kDouble));
-  c.AllGather(all, at::full({1}, v, at::TensorOptions().dtype(at::kDouble)))->Wait();
-  return all.max().item<double>();
-}
-double SumOver(Communicator& c, double v) {
-  at::Tensor t = at::full({1}, v, at::TensorOptions().dtype(at::kDouble));
-  c.AllReduce(t)->Wait();
-  return t.item<double>();
-}
 
 // One-way time of a message of `bytes` between pp ranks 0 and 1 (ping-pong / 2).
 double PingPong(Communicator& pp, int64_t bytes, int iters) {
@@ -84,8 +74,8 @@ int Main(int argc, char** argv) {
   const int64_t big = 16 << 20;
   const double t_small = PingPong(groups->pp(), 4, 50), t_big = PingPong(groups->pp(), big, 10);
   scheduler::CostModel cost;
-  cost.inter.alpha_s = MaxOver(groups->world(), t_small);
-  const double t_big_all = MaxOver(groups->world(), t_big);
+  cost.inter.alpha_s = MaxOverRanks(groups->world(), t_small);
+  const double t_big_all = MaxOverRanks(groups->world(), t_big);
   cost.inter.bytes_per_s = big / std::max(1e-9, t_big_all - cost.inter.alpha_s);
   cost.activation_bytes = static_cast<double>(act_bytes);
   if (lead) {
@@ -128,7 +118,7 @@ int Main(int argc, char** argv) {
       StepResult r = ex.Step(xs, ys, loss_fn);
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (s > 0) {
-        step_s += MaxOver(groups->world(), secs) / steps;
+        step_s += MaxOverRanks(groups->world(), secs) / steps;
         bytes += (r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + groups->pp().Stats().Since(pp0).TotalSent()) / steps;
       }
     }
@@ -141,11 +131,11 @@ int Main(int argc, char** argv) {
       if (e.name[0] == 'F') f_sum += d, ++f_n, busy += d;
       if (e.name[0] == 'B') b_sum += d, ++b_n, busy += d;
     }
-    const double f_mean = SumOver(groups->world(), f_sum) / SumOver(groups->world(), f_n);
-    const double b_mean = SumOver(groups->world(), b_sum) / SumOver(groups->world(), b_n);
-    const double busy_all = SumOver(groups->world(), busy);
-    const double opt_mean = SumOver(groups->world(), opt) / pp;
-    const double trace_step = MaxOver(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);
+    const double f_mean = SumOverRanks(groups->world(), f_sum) / SumOverRanks(groups->world(), f_n);
+    const double b_mean = SumOverRanks(groups->world(), b_sum) / SumOverRanks(groups->world(), b_n);
+    const double busy_all = SumOverRanks(groups->world(), busy);
+    const double opt_mean = SumOverRanks(groups->world(), opt) / pp;
+    const double trace_step = MaxOverRanks(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);
     std::string tag = run.name + (run.u ? "-u" + std::to_string(run.u) : "");
     std::ofstream(out + "/" + tag + ".rank" + std::to_string(env.rank) + ".json")
         << scheduler::ChromeTraceJson(ex.trace());

@@ -106,10 +106,7 @@ int SwapManager::RegisterUninitialized(const std::string& name, at::IntArrayRef 
   return static_cast<int>(entries_.size()) - 1;
 }
 
-void SwapManager::Prefetch(int id) {
-  Entry& e = entries_[id];
-  if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
-  // A write-back of this tensor still in flight must land before we read it again.
+void SwapManager::WaitForWriteBack(int id) {
   for (auto& w : writes_) {
     if (w.id == id) {
       auto t0 = Clock::now();
@@ -118,6 +115,12 @@ void SwapManager::Prefetch(int id) {
       w.id = -1;
     }
   }
+}
+
+void SwapManager::Prefetch(int id) {
+  Entry& e = entries_[id];
+  if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
+  WaitForWriteBack(id);
   e.buffer = Buffer(e.padded);
   e.pending = io_->Read(file_->fd(), e.buffer.data(), e.padded, e.offset, file_->path() + " (" + e.name + ")");
   stats_.bytes_read += e.padded;
@@ -127,6 +130,7 @@ at::Tensor SwapManager::Acquire(int id, bool read) {
   Entry& e = entries_[id];
   if (e.acquired) throw std::logic_error("SwapManager: " + e.name + " acquired twice");
   if (!read && e.tier == Tier::kNvme && e.buffer.data() == nullptr && !e.pending.valid()) {
+    WaitForWriteBack(id);
     e.buffer = Buffer(e.padded);
     e.acquired = true;
     return View(e);

@@ -77,6 +77,8 @@ class SwapManager {
     int id;
   };
   void Reap(bool block);
+  // A tensor's region is rewritten or reread only after its last write-back landed.
+  void WaitForWriteBack(int id);
   // A pool buffer; when the pool's budget is reached, waits for write-backs to free theirs first.
   HostBuffer Buffer(int64_t bytes);
   at::Tensor View(Entry& e);

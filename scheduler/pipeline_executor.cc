@@ -42,11 +42,9 @@ class PipelineAccess {
   }
   static void ReduceGrad(Engine& e, int u) { e.ReduceGrad(u); }
   static void AddWait(Engine& e, int64_t us) { e.gather_wait_us_ += us; }
-  static int64_t Waited(Engine& e) { return e.gather_wait_us_; }
-  static int64_t ReduceScatters(Engine& e) { return e.reduce_scatters_; }
-  static StepResult FinishStep(Engine& e, double loss_sum, Communicator& pp, const CommStats& zero0, const CommStats& dp0,
-                               int64_t gathers0, int64_t rs0, int64_t wait0) {
-    return e.FinishStep(loss_sum, {&pp}, {&pp}, zero0, dp0, gathers0, rs0, wait0);
+  static Engine::StepMarks BeginStep(Engine& e) { return e.BeginStep(); }
+  static StepResult FinishStep(Engine& e, double loss_sum, Communicator& pp, const Engine::StepMarks& marks) {
+    return e.FinishStep(loss_sum, {&pp}, {&pp}, marks);
   }
 };
 
@@ -195,13 +193,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
                                              " inputs and ", targets.size(), " targets, expected ", m,
                                              " micro-batches (the first stage needs inputs, the last targets)"));
   }
-  const CommStats zero0 = im.groups->zero().Stats(), dp0 = im.groups->dp().Stats();
-  int64_t gathers0 = 0;
-  for (const auto& un : units) gathers0 += un->gathers();
-  const int64_t rs0 = PipelineAccess::ReduceScatters(e), wait0 = PipelineAccess::Waited(e);
-  for (auto& un : units) {
-    if (un->flat()) un->flat()->StartStep();
-  }
+  const auto marks = PipelineAccess::BeginStep(e);
   trace_.clear();
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -363,7 +355,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
     if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
   }
   const double finish_start = now();
-  StepResult r = PipelineAccess::FinishStep(e, loss_sum, ppc, zero0, dp0, gathers0, rs0, wait0);
+  StepResult r = PipelineAccess::FinishStep(e, loss_sum, ppc, marks);
   trace_.push_back({im.groups->rank(), "OPT", "compute", finish_start, now()});
   return r;
 }

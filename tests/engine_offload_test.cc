@@ -5,16 +5,12 @@
 #include <sys/stat.h>
 
 #include "tests/engine_harness.h"
+#include "tests/test_dirs.h"
 
 namespace zeropp {
 namespace {
 
-std::string Dir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string d = std::string(base ? base : "/tmp") + "/" + name;
-  mkdir(d.c_str(), 0700);
-  return d;
-}
+using testing::TestDir;
 
 int FilesIn(const std::string& dir) {
   int n = 0;
@@ -45,7 +41,7 @@ TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
   c.micro = 2;
   c.steps = 10;
   auto plain = testing::RunZeropp(c);
-  const std::string dir = Dir(std::string("offload_") + t.name + "_" + std::to_string(n));
+  const std::string dir = TestDir(std::string("offload_") + t.name + "_" + std::to_string(n));
   c.options.offload.optimizer = t.optimizer;
   c.options.offload.params = t.params;
   c.options.offload.dir = dir;
@@ -100,7 +96,7 @@ TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {
       c.steps = 10;
       auto plain = testing::RunZeropp(c);
       c.options.offload.activations = tier;
-      c.options.offload.dir = Dir(std::string("act_") + tier + std::to_string(n));
+      c.options.offload.dir = TestDir(std::string("act_") + tier + std::to_string(n));
       auto off = testing::RunZeropp(c);
       for (int r = 0; r < n; ++r) {
         for (int s = 0; s < c.steps; ++s) {

@@ -15,17 +15,13 @@
 #include "offload/host_pool.h"
 #include "offload/io_engine.h"
 #include "offload/offload_file.h"
+#include "tests/test_dirs.h"
 
 namespace zeropp {
 namespace offload {
 namespace {
 
-std::string TmpDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string d = std::string(base ? base : "/tmp") + "/" + name;
-  mkdir(d.c_str(), 0700);
-  return d;
-}
+using zeropp::testing::TestDir;
 
 // A small tmpfs (root only); returns false when this machine refuses the mount.
 bool MountTmpfs(const std::string& dir, const char* opts, unsigned long flags = 0) {
@@ -41,7 +37,7 @@ TEST_P(IoEngineTest, RoundTripOddBlocksConcurrently) {
   o.queue_depth = 8;
   auto io = IoEngine::Create(o);
   std::printf("engine %s (%s)\n", io->name(), io->reason().c_str());
-  OffloadFile f(TmpDir("rt"), "state.bin");
+  OffloadFile f(TestDir("rt"), "state.bin");
   std::printf("O_DIRECT: %s\n", f.direct() ? "yes" : "refused by the filesystem, buffered");
   struct stat st;
   EXPECT_NE(stat(f.path().c_str(), &st), 0) << "the offload file keeps a name while open; a SIGKILL would leave it";
@@ -70,7 +66,7 @@ TEST_P(IoEngineTest, RoundTripOddBlocksConcurrently) {
 }
 
 TEST_P(IoEngineTest, FullFilesystemNamesFileAndOffsetAndLeavesNothing) {
-  const std::string dir = TmpDir(std::string("full_") + (GetParam() == IoOptions::Backend::kIoUring ? "uring" : "pool"));
+  const std::string dir = TestDir(std::string("full_") + (GetParam() == IoOptions::Backend::kIoUring ? "uring" : "pool"));
   if (!MountTmpfs(dir, "size=1m")) GTEST_SKIP() << "cannot mount a small tmpfs here (needs root): " << std::strerror(errno);
   IoOptions o;
   o.backend = GetParam();
@@ -124,7 +120,7 @@ TEST(OffloadFileTest, UnwritableOrMissingDirectoryIsRefusedUpFront) {
               std::string::npos)
         << e.what();
   }
-  const std::string dir = TmpDir("ro");
+  const std::string dir = TestDir("ro");
   if (!MountTmpfs(dir, "size=1m", MS_RDONLY)) GTEST_SKIP() << "cannot mount a read-only tmpfs here (needs root)";
   try {
     OffloadFile f(dir, "x.bin");

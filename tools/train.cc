@@ -169,23 +169,21 @@ int Main(int argc, char** argv) {
     const double bsecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
     const int64_t lo1 = bench::LoopbackTxBytes();
     const int64_t timed = cfg.steps - cfg.bench_warmup;
-    at::Tensor hid = at::zeros({groups->world().size()}, at::TensorOptions().dtype(at::kDouble));
-    const double hidden = busy_us > 0 ? 1.0 - static_cast<double>(wait_us) / busy_us : 0.0;
-    groups->world().AllGather(hid, at::full({1}, hidden, at::TensorOptions().dtype(at::kDouble)))->Wait();
+    const double hidden =
+        MinOverRanks(groups->world(), busy_us > 0 ? 1.0 - static_cast<double>(wait_us) / busy_us : 0.0);
     if (lead) {
       std::printf("BENCH framework=zeropp ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
                   "counted_bytes_per_rank_step=%.0f allgather_hidden=%.3f\n",
                   env.world_size, tokens_per_step * timed / bsecs,
                   static_cast<double>(lo1 - lo0) / timed / env.world_size, static_cast<double>(counted) / timed,
-                  hid.min().item<double>());
+                  hidden);
     }
   }
-  at::Tensor rss = at::zeros({groups->world().size()}, at::TensorOptions().dtype(at::kDouble));
-  groups->world().AllGather(rss, at::full({1}, PeakRssMb(), at::TensorOptions().dtype(at::kDouble)))->Wait();
+  const double peak_rss_mb = MaxOverRanks(groups->world(), PeakRssMb());
   if (lead) {
     std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
                 (long long)cfg.steps, first_loss, last_loss, tokens_per_step * cfg.steps / secs,
-                rss.max().item<double>());
+                peak_rss_mb);
     std::fflush(stdout);
   }
   groups->world().Barrier()->Wait();

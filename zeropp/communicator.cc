@@ -5,6 +5,7 @@
 
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -56,7 +57,21 @@ void CheckContiguous(const at::Tensor& t, const char* what, const std::string& o
   }
 }
 
+// `full` must hold size() times the elements of `part`, in the same dtype.
+void CheckShardedPair(const at::Tensor& full, const char* full_role, const at::Tensor& part, const char* part_role,
+                      int size, const std::string& op) {
+  if (full.numel() != part.numel() * size || full.scalar_type() != part.scalar_type()) {
+    throw CommError(absl::StrCat(op, ": ", full_role, " has ", full.numel(), " ", std::string(full.dtype().name()),
+                                 " elements, expected ", part_role, " numel(", part.numel(), ")*size(", size, ")=",
+                                 part.numel() * size, " ", std::string(part.dtype().name())));
+  }
+}
+
 }  // namespace
+
+std::string Communicator::OpName(const char* kind) const {
+  return absl::StrCat("[rank ", global_rank_, "] group '", name_, "' ", kind);
+}
 
 Communicator::Communicator(std::string name, int global_rank, std::vector<int> global_ranks,
                            c10::intrusive_ptr<c10d::Store> store,
@@ -350,14 +365,10 @@ void Communicator::CountModeled(OpKind kind, int64_t sent, int64_t received) {
 }
 
 std::shared_ptr<CommWork> Communicator::AllGather(at::Tensor out, at::Tensor in) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' all_gather");
+  const std::string op = OpName("all_gather");
   CheckContiguous(out, "output", op);
   CheckContiguous(in, "input", op);
-  if (out.numel() != in.numel() * size() || out.scalar_type() != in.scalar_type()) {
-    throw CommError(absl::StrCat(op, ": output has ", out.numel(), " ", std::string(out.dtype().name()),
-                                 " elements, expected input numel(", in.numel(), ")*size(", size(),
-                                 ")=", in.numel() * size(), " ", std::string(in.dtype().name())));
-  }
+  CheckShardedPair(out, "output", in, "input", size(), op);
   const int64_t bytes = out.nbytes();
   return Enqueue(OpKind::kAllGather, bytes, -1, [this, out, in](const Task& t) {
     at::Tensor flat_out = out.view({-1}), flat_in = in.view({-1});
@@ -375,14 +386,10 @@ std::shared_ptr<CommWork> Communicator::AllGather(at::Tensor out, at::Tensor in)
 }
 
 std::shared_ptr<CommWork> Communicator::ReduceScatter(at::Tensor out, at::Tensor in, ReduceOp rop) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' reduce_scatter");
+  const std::string op = OpName("reduce_scatter");
   CheckContiguous(out, "output", op);
   CheckContiguous(in, "input", op);
-  if (in.numel() != out.numel() * size() || out.scalar_type() != in.scalar_type()) {
-    throw CommError(absl::StrCat(op, ": input has ", in.numel(), " ", std::string(in.dtype().name()),
-                                 " elements, expected output numel(", out.numel(), ")*size(", size(),
-                                 ")=", out.numel() * size(), " ", std::string(out.dtype().name())));
-  }
+  CheckShardedPair(in, "input", out, "output", size(), op);
   return Enqueue(OpKind::kReduceScatter, in.nbytes(), -1, [this, out, in, rop](const Task& t) {
     at::Tensor flat_out = out.view({-1}), flat_in = in.view({-1});
     if (options_.algorithm == Algorithm::kNative) {
@@ -401,7 +408,7 @@ std::shared_ptr<CommWork> Communicator::ReduceScatter(at::Tensor out, at::Tensor
 }
 
 std::shared_ptr<CommWork> Communicator::AllReduce(at::Tensor t_in, ReduceOp rop) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' all_reduce");
+  const std::string op = OpName("all_reduce");
   CheckContiguous(t_in, "tensor", op);
   return Enqueue(OpKind::kAllReduce, t_in.nbytes(), -1, [this, t_in, rop](const Task& t) {
     at::Tensor flat = t_in.view({-1});
@@ -421,7 +428,7 @@ std::shared_ptr<CommWork> Communicator::AllReduce(at::Tensor t_in, ReduceOp rop)
 }
 
 std::shared_ptr<CommWork> Communicator::Broadcast(at::Tensor t_in, int root) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' broadcast");
+  const std::string op = OpName("broadcast");
   CheckContiguous(t_in, "tensor", op);
   if (root < 0 || root >= size()) {
     throw CommError(absl::StrCat(op, ": root ", root, " outside group of ", size(), " ranks"));
@@ -463,7 +470,7 @@ std::shared_ptr<CommWork> Communicator::RecvTagged(at::Tensor t, int peer, int t
 }
 
 std::shared_ptr<CommWork> Communicator::PointToPoint(bool send, at::Tensor t, int peer, int user_tag) {
-  const std::string op = absl::StrCat("[rank ", global_rank_, "] group '", name_, "' ", send ? "send" : "recv");
+  const std::string op = OpName(send ? "send" : "recv");
   CheckContiguous(t, "tensor", op);
   if (peer < 0 || peer >= size() || peer == rank_) {
     throw CommError(absl::StrCat(op, ": peer ", peer, " is not another rank of the group (size ", size(), ", me ",
@@ -503,6 +510,29 @@ std::shared_ptr<CommWork> Communicator::PointToPoint(bool send, at::Tensor t, in
   k.ops += 1;
   (send ? k.bytes_sent : k.bytes_received) += t.nbytes();
   return work;
+}
+
+std::vector<double> GatherScalar(Communicator& comm, double value) {
+  auto f64 = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor all = at::empty({comm.size()}, f64);
+  comm.AllGather(all, at::full({1}, value, f64))->Wait();
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + comm.size());
+}
+
+double MaxOverRanks(Communicator& comm, double value) {
+  auto v = GatherScalar(comm, value);
+  return *std::max_element(v.begin(), v.end());
+}
+
+double MinOverRanks(Communicator& comm, double value) {
+  auto v = GatherScalar(comm, value);
+  return *std::min_element(v.begin(), v.end());
+}
+
+double SumOverRanks(Communicator& comm, double value) {
+  double sum = 0;
+  for (double x : GatherScalar(comm, value)) sum += x;
+  return sum;
 }
 
 }  // namespace zeropp

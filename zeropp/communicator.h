@@ -115,6 +115,7 @@ class Communicator {
   void WorkerLoop();
   void HeartbeatLoop();
   std::string Describe(const OpRecord& r) const;
+  std::string OpName(const char* kind) const;  // "[rank R] group 'NAME' KIND", for argument errors
   // Reads the peers' published progress and names those behind `seq` (or with no progress).
   std::string DescribeMissing(uint64_t seq, const std::vector<int>& only_peers) const;
   std::string Timeline() const;
@@ -158,5 +159,12 @@ class Communicator {
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;
 };
+
+// Every rank's `value`, in group-rank order: a blocking all-gather of one double (timings, peak
+// memory, counters). Call on every rank of the group.
+std::vector<double> GatherScalar(Communicator& comm, double value);
+double MaxOverRanks(Communicator& comm, double value);
+double MinOverRanks(Communicator& comm, double value);
+double SumOverRanks(Communicator& comm, double value);
 
 }  // namespace zeropp

@@ -511,25 +511,28 @@ StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector
     throw std::invalid_argument(absl::StrCat(Where(), " Engine::Step: got ", inputs.size(), " inputs and ",
                                              targets.size(), " targets, expected the same number >= 1"));
   }
-  Communicator& zero = groups_.zero();
-  Communicator& dp = groups_.dp();
-  const CommStats zero0 = zero.Stats(), dp0 = dp.Stats();
-  int64_t gathers0 = 0;
-  for (const auto& u : units_) gathers0 += u->gathers();
-  const int64_t rs0 = reduce_scatters_;
-  const int64_t wait0 = gather_wait_us_;
-  for (auto& u : units_) {
-    if (u->flat()) u->flat()->StartStep();
-  }
+  const StepMarks marks = BeginStep();
   double loss_sum = 0;
   const int m = static_cast<int>(inputs.size());
   for (int i = 0; i < m; ++i) RunMicroBatch(inputs[i], targets[i], loss_fn, m, i == m - 1, &loss_sum);
-  return FinishStep(loss_sum, {}, {}, zero0, dp0, gathers0, rs0, wait0);
+  return FinishStep(loss_sum, {}, {}, marks);
+}
+
+Engine::StepMarks Engine::BeginStep() {
+  StepMarks marks;
+  marks.zero = groups_.zero().Stats();
+  marks.dp = groups_.dp().Stats();
+  for (const auto& u : units_) {
+    marks.gathers += u->gathers();
+    if (u->flat()) u->flat()->StartStep();
+  }
+  marks.reduce_scatters = reduce_scatters_;
+  marks.gather_wait_us = gather_wait_us_;
+  return marks;
 }
 
 StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
-                              const std::vector<Communicator*>& norm_groups, const CommStats& zero0,
-                              const CommStats& dp0, int64_t gathers0, int64_t rs0, int64_t wait0) {
+                              const std::vector<Communicator*>& norm_groups, const StepMarks& marks) {
   Communicator& zero = groups_.zero();
   Communicator& dp = groups_.dp();
   FinishReductions(true);
@@ -619,12 +622,12 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.step = optimizer_.step();
   r.loss = loss_t.item<double>();
   r.grad_norm = grad_norm;
-  r.zero_comm = zero.Stats().Since(zero0);
-  r.dp_comm = dp.Stats().Since(dp0);
+  r.zero_comm = zero.Stats().Since(marks.zero);
+  r.dp_comm = dp.Stats().Since(marks.dp);
   for (const auto& u : units_) r.gathers += u->gathers();
-  r.gathers -= gathers0;
-  r.reduce_scatters = reduce_scatters_ - rs0;
-  r.gather_wait_us = gather_wait_us_ - wait0;
+  r.gathers -= marks.gathers;
+  r.reduce_scatters = reduce_scatters_ - marks.reduce_scatters;
+  r.gather_wait_us = gather_wait_us_ - marks.gather_wait_us;
   r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
   return r;
 }

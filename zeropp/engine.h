@@ -116,11 +116,18 @@ class Engine {
 
  private:
   friend class PipelineAccess;
+  // Counters at the start of a step, so that FinishStep reports this step's share.
+  struct StepMarks {
+    CommStats zero, dp;
+    int64_t gathers = 0, reduce_scatters = 0, gather_wait_us = 0;
+  };
+  // Snapshots the counters and resets every unit's gradient-shard bookkeeping; shared by Step and
+  // the pipeline executor.
+  StepMarks BeginStep();
   // Cross-replica reduction, global-norm clipping (over `norm_groups` besides zero/dp), AdamW,
   // write-back and the loss average; shared by Step and the pipeline executor.
   StepResult FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
-                        const std::vector<Communicator*>& norm_groups, const CommStats& zero0, const CommStats& dp0,
-                        int64_t gathers0, int64_t rs0, int64_t wait0);
+                        const std::vector<Communicator*>& norm_groups, const StepMarks& marks);
   void BuildUnits();
   void AgreeOnModel();
   void InitializeShards();
