@@ -122,17 +122,24 @@ int Main(int argc, char** argv) {
         bytes += (r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + groups->pp().Stats().Since(pp0).TotalSent()) / steps;
       }
     }
-    // Calibrate from the last step's trace: mean forward / backward time per chunk on this rank.
-    double f_sum = 0, b_sum = 0, busy = 0, opt = 0;
-    int f_n = 0, b_n = 0;
+    // Calibrate from the last step's trace: mean F, B, Bi and W time per chunk over all ranks.
+    double f_sum = 0, b_sum = 0, bi_sum = 0, w_sum = 0, busy = 0, opt = 0;
+    int f_n = 0, b_n = 0, bi_n = 0, w_n = 0;
     for (const auto& e : ex.trace()) {
       const double d = e.end_s - e.start_s;
+      const std::string kind = e.name.substr(0, e.name.find('('));
       if (e.name == "OPT") opt = d;
-      if (e.name[0] == 'F') f_sum += d, ++f_n, busy += d;
-      if (e.name[0] == 'B') b_sum += d, ++b_n, busy += d;
+      if (kind == "F") f_sum += d, ++f_n, busy += d;
+      if (kind == "B") b_sum += d, ++b_n, busy += d;
+      if (kind == "Bi") bi_sum += d, ++bi_n, busy += d;
+      if (kind == "W") w_sum += d, ++w_n, busy += d;
     }
-    const double f_mean = SumOverRanks(groups->world(), f_sum) / SumOverRanks(groups->world(), f_n);
-    const double b_mean = SumOverRanks(groups->world(), b_sum) / SumOverRanks(groups->world(), b_n);
+    auto mean = [&](double sum, int n) {
+      const double all = SumOverRanks(groups->world(), n);
+      return all > 0 ? SumOverRanks(groups->world(), sum) / all : 0.0;
+    };
+    const double f_mean = mean(f_sum, f_n), b_mean = mean(b_sum, b_n);
+    const double bi_mean = mean(bi_sum, bi_n), w_mean = mean(w_sum, w_n);
     const double busy_all = SumOverRanks(groups->world(), busy);
     const double opt_mean = SumOverRanks(groups->world(), opt) / pp;
     const double trace_step = MaxOverRanks(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);
@@ -142,9 +149,9 @@ int Main(int argc, char** argv) {
     if (lead) {
       scheduler::CostModel c = cost;
       c.forward_s = f_mean * run.v;
-      c.backward_s = b_mean * run.v;
-      c.backward_input_s = b_mean * run.v;  // the executor computes Bi as a full backward
-      c.backward_weight_s = 0;             // and W as bookkeeping
+      c.backward_s = (b_mean > 0 ? b_mean : bi_mean + w_mean) * run.v;
+      c.backward_input_s = (bi_mean > 0 ? bi_mean : b_mean / 2) * run.v;
+      c.backward_weight_s = (bi_mean > 0 ? w_mean : b_mean / 2) * run.v;
       c.optimizer_s = opt_mean;
       const scheduler::Schedule& sch = ex.schedule();
       scheduler::SimResult sim = scheduler::Simulate(sch, c);

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/generators.h"
+#include "scheduler/split_backward.h"
 #include "scheduler/validator.h"
 
 namespace zeropp {
@@ -82,6 +83,7 @@ struct PipelineExecutor::Impl {
   std::vector<Tied> tied;
   // Per step.
   std::map<std::pair<int, int>, at::Tensor> x_in, out, grad_in;
+  std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> weight_pass;  // B done, W pending
   std::map<std::pair<int, int>, std::pair<at::Tensor, std::shared_ptr<CommWork>>> act_recv, grad_recv;
   std::vector<std::pair<std::shared_ptr<CommWork>, at::Tensor>> sends;
 };
@@ -195,6 +197,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
   }
   const auto marks = PipelineAccess::BeginStep(e);
   trace_.clear();
+  split_stats_ = {};
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   double loss_sum = 0;
@@ -297,10 +300,8 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         wait_gathered(a.chunk);
         for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
         at::Tensor y = schedule_.Recompute(me, a.chunk) ? run_chunk(a.chunk, a.mb, im.x_in.at(cm)) : im.out.at(cm);
-        if (stage == im.stages - 1) {
-          torch::autograd::backward({y});
-        } else {
-          at::Tensor g;
+        at::Tensor g;  // undefined on the last virtual stage: y is the loss
+        if (stage != im.stages - 1) {
           if ((stage + 1) % im.pp == me) {
             g = im.grad_in.at({a.chunk + 1, a.mb});
             im.grad_in.erase({a.chunk + 1, a.mb});
@@ -310,9 +311,18 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
             g = rv.first;
             im.grad_recv.erase(cm);
           }
-          torch::autograd::backward({y}, {g});
         }
-        if (stage > 0) im.grad_in[cm] = im.x_in.at(cm).grad();
+        auto split = std::make_unique<SplitBackward>();
+        const bool defer_w = a.kind == ActionKind::kBackwardInput;
+        at::Tensor gx = split->RunInputPass(y, g, im.x_in.at(cm), defer_w);
+        if (split->split()) {
+          ++split_stats_.split;
+          split_stats_.deferred_nodes += split->deferred_nodes();
+        } else {
+          ++split_stats_.whole;
+        }
+        if (defer_w) im.weight_pass[cm] = std::move(split);
+        if (stage > 0) im.grad_in[cm] = gx;
         im.x_in.erase(cm);
         im.out.erase(cm);
         break;
@@ -324,8 +334,17 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         im.grad_in.erase(cm);
         break;
       }
-      case ActionKind::kBackwardWeight:
-        break;  // weight gradients were computed with the input gradients (see header)
+      case ActionKind::kBackwardWeight: {
+        // Reads only saved activations and gradients: the chunk's weights may be released.
+        for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
+        auto it = im.weight_pass.find(cm);
+        if (it == im.weight_pass.end()) {
+          throw std::logic_error(absl::StrCat("pipeline: W(", a.chunk, ",", a.mb, ") without its B"));
+        }
+        it->second->RunWeightPass();
+        im.weight_pass.erase(it);
+        break;
+      }
       case ActionKind::kReduceGrad:
         cat = "comm";
         for (int u : im.chunk_units[a.chunk]) {

@@ -10,10 +10,12 @@
 //
 // Actions: Gather/Release (un)shard every unit of the chunk on the comm thread; F runs the chunk's
 // units (the last virtual stage also applies the loss; a recomputed chunk keeps only its input and
-// runs its forward again in B); B and Bi run the chunk's full backward
-// (input and weight gradients: this executor does not split them yet, so W is bookkeeping and
-// costs nothing); ReduceGrad reduce-scatters the chunk's gradients; OptimizerStep finishes the
-// step (replicas, global-norm clipping over all stages, AdamW).
+// runs its forward again in B); B runs the chunk's whole backward; Bi computes the input gradient
+// only and W later the weight gradients (split_backward.h), from saved activations and gradients,
+// so W may run after the chunk's weights were released, as ZeroPP's deferred W's do; ReduceGrad
+// reduce-scatters the chunk's gradients; OptimizerStep finishes the step (replicas, global-norm
+// clipping over all stages, AdamW). The first virtual stage's input needs no gradient, so its Bi
+// runs the whole backward and its W's are empty (as in zero-bubble pipelines).
 //
 // Tied parameters across stages (embedding on the first stage, LM head on the last): both stages
 // hold the tensor; their unsharded gradients are summed between the two ranks before reduction,
@@ -42,6 +44,13 @@ struct PipelineOptions {
   std::string recompute = "default";  // default, none, all-but-last, all
 };
 
+// How the last step's backwards ran on this rank.
+struct BackwardSplitStats {
+  int split = 0;           // Bi's whose weight work was left for W
+  int whole = 0;           // B's and Bi's that ran the whole backward
+  int deferred_nodes = 0;  // autograd nodes W ran again for their weight outputs
+};
+
 class PipelineExecutor {
  public:
   // Throws std::invalid_argument for a schedule that cannot be generated or a model with fewer
@@ -61,6 +70,7 @@ class PipelineExecutor {
   // The last step's actions on this rank (track = global rank), seconds from the step's start.
   const std::vector<TraceEvent>& trace() const { return trace_; }
   Engine& engine() { return *engine_; }
+  const BackwardSplitStats& split_stats() const { return split_stats_; }
   int stage_of_unit(int u) const { return stage_of_unit_[u]; }
 
  private:
@@ -70,6 +80,7 @@ class PipelineExecutor {
   Schedule schedule_;
   std::vector<int> stage_of_unit_;
   std::vector<TraceEvent> trace_;
+  BackwardSplitStats split_stats_;
 };
 
 }  // namespace scheduler

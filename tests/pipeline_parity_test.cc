@@ -18,6 +18,8 @@ struct PipeRecord {
   std::vector<double> losses, norms;
   std::vector<std::pair<std::string, at::Tensor>> params;
   StepResult last;
+  scheduler::BackwardSplitStats split;
+  int expect_split = 0, expect_whole = 0;  // from the schedule: Bi's off the first stage split
 };
 
 std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts, int steps) {
@@ -40,6 +42,15 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
       records[rank].losses.push_back(r.loss);
       records[rank].norms.push_back(r.grad_norm);
       records[rank].last = r;
+    }
+    records[rank].split = ex.split_stats();
+    const int pp_rank = me.pp_index;
+    for (const auto& a : ex.schedule().ranks[pp_rank]) {
+      const bool first_stage = a.chunk * c.cfg.pp + pp_rank == 0;
+      if (a.kind == scheduler::ActionKind::kBackwardInput && !first_stage) ++records[rank].expect_split;
+      if (a.kind == scheduler::ActionKind::kBackward || (a.kind == scheduler::ActionKind::kBackwardInput && first_stage)) {
+        ++records[rank].expect_whole;
+      }
     }
     records[rank].params = ex.FullParameters();
     groups->world().Barrier()->Wait();
@@ -76,6 +87,9 @@ TEST_P(PipelineParityTest, MatchesSingleProcessAdamW) {
   std::set<std::string> covered;
   double worst = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
+    // Bi off the first stage leaves the weight work to W (every W after its Bi, as validated).
+    EXPECT_EQ(ranks[r].split.split, ranks[r].expect_split) << "rank " << r;
+    EXPECT_EQ(ranks[r].split.whole, ranks[r].expect_whole) << "rank " << r;
     for (int s = 0; s < steps; ++s) {
       EXPECT_NEAR(ranks[r].losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "rank " << r << " step " << s;
       EXPECT_NEAR(ranks[r].norms[s], ref.norms[s], 1e-5 * std::abs(ref.norms[s])) << "rank " << r << " step " << s;

@@ -1,0 +1,59 @@
+// split_backward.h: one micro-batch's backward through a pipeline chunk, split into an
+// input-gradient pass (B) and a weight-gradient pass (W), as zero-bubble pipelines do, on the
+// autograd graph of an unmodified model.
+//
+// B sorts the graph once. Nodes on a path to the chunk's input carry the input gradient; an edge
+// from such a node into a subgraph that reaches parameters only is a weight edge, and a node owning
+// one is a boundary node (a matmul, a bias add, a layer norm). B runs autograd toward the input, so
+// boundary nodes skip their weight outputs; a pre-hook keeps the gradient that reached each of them.
+// W runs each boundary node again toward its weight edges only, then pushes those gradients through
+// the parameter-only subgraphs into the parameters' .grad (accumulating, as backward does).
+//
+// Which boundary nodes are deferred: those whose weight outputs read saved activations and the
+// incoming gradient but never the weights (matmuls, elementwise add/sub/mul). So a chunk's weights
+// may be released between B and W, which ZeroPP does. Other boundary nodes (layer norm: its kernel
+// reads gamma) get their weight-edge gradients in B; W pushes them on. After B, the saved tensors
+// of every node W does not run are freed, so only what W needs stays alive.
+//
+// No split (B runs the whole backward, W does nothing): the input needs no gradient (the first
+// stage), or a weight-edge node is shared by two boundary nodes (W could not keep their
+// contributions apart without running the input path again).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace zeropp {
+namespace scheduler {
+
+class SplitBackward {
+ public:
+  SplitBackward();
+  ~SplitBackward();
+  SplitBackward(const SplitBackward&) = delete;
+  SplitBackward& operator=(const SplitBackward&) = delete;
+
+  // B. root: the chunk's output or loss; root_grad: its gradient (undefined: ones, for a loss);
+  // input: the chunk's input, a leaf. Returns d(root)/d(input), undefined if input needs no grad.
+  // split=false: the whole backward now. Call once.
+  at::Tensor RunInputPass(const at::Tensor& root, const at::Tensor& root_grad, const at::Tensor& input,
+                          bool split = true);
+
+  // W. Adds the weight gradients into .grad and frees the graph. Call once, after B.
+  void RunWeightPass();
+
+  bool split() const { return split_; }
+  // Boundary nodes whose weight outputs W computes (0 when not split).
+  int deferred_nodes() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> st_;
+  bool split_ = false;
+  bool input_done_ = false, weight_done_ = false;
+};
+
+}  // namespace scheduler
+}  // namespace zeropp
