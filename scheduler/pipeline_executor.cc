@@ -1,6 +1,8 @@
 #include "scheduler/pipeline_executor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <map>
 #include <stdexcept>
 
@@ -73,6 +75,7 @@ at::Tensor Header(const at::Tensor& t) {
 struct PipelineExecutor::Impl {
   ProcessGroups* groups = nullptr;
   int r = 0, pp = 1, v = 1, stages = 1;
+  bool split_backward = true;
   std::vector<std::vector<int>> chunk_units;  // per chunk of this rank
   std::vector<int> deferred_units;            // hold a cross-stage tied tensor: reduced at the step's end
   struct Tied {
@@ -84,6 +87,7 @@ struct PipelineExecutor::Impl {
   // Per step.
   std::map<std::pair<int, int>, at::Tensor> x_in, out, grad_in;
   std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> weight_pass;  // B done, W pending
+  std::map<std::pair<int, int>, std::pair<at::Tensor, at::Tensor>> cut;         // first stage: (head, cut)
   std::map<std::pair<int, int>, std::pair<at::Tensor, std::shared_ptr<CommWork>>> act_recv, grad_recv;
   std::vector<std::pair<std::shared_ptr<CommWork>, at::Tensor>> sends;
 };
@@ -98,6 +102,7 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, Pro
   im.v = options.chunks;
   im.r = cfg.CoordOf(groups.rank()).pp_index;
   im.stages = im.pp * im.v;
+  im.split_backward = options.split_backward;
   const int u = options.unit_size > 0 ? options.unit_size : options.microbatches;
   GenOptions go;
   if (options.recompute == "none") {
@@ -213,12 +218,32 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
     }
     PipelineAccess::AddWait(e, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - w0).count());
   };
-  // The chunk's units, and the loss on the last virtual stage.
+  // The chunk's units, and the loss on the last virtual stage. On the first virtual stage of a
+  // split schedule the graph is cut after the first unit (the embedding): its input needs no
+  // gradient, so Bi computes the gradient at the cut, which lets W defer the weight gradients of
+  // the units after it; the first unit's own backward runs in Bi.
+  const bool split_first = im.split_backward && std::any_of(schedule_.ranks[me].begin(), schedule_.ranks[me].end(),
+                                                             [](const Action& x) {
+                                                               return x.kind == ActionKind::kBackwardInput;
+                                                             });
+  struct ChunkRun {
+    at::Tensor y;     // output or loss
+    at::Tensor head;  // the first unit's output (with its graph) when cut, else undefined
+    at::Tensor cut;   // the leaf the rest of the chunk starts from when cut
+  };
   auto run_chunk = [&](int c, int mb, const at::Tensor& xin) {
-    at::Tensor y = xin;
-    for (int u : im.chunk_units[c]) y = PipelineAccess::RunUnit(e, u, y);
-    if (c * im.pp + me == im.stages - 1) y = loss_fn(y, targets[mb]) / m;
-    return y;
+    ChunkRun r;
+    r.y = xin;
+    const auto& us = im.chunk_units[c];
+    for (size_t i = 0; i < us.size(); ++i) {
+      r.y = PipelineAccess::RunUnit(e, us[i], r.y);
+      if (i == 0 && us.size() > 1 && c * im.pp + me == 0 && split_first && c10::GradMode::is_enabled()) {
+        r.head = r.y;
+        r.y = r.cut = r.y.detach().requires_grad_(true);
+      }
+    }
+    if (c * im.pp + me == im.stages - 1) r.y = loss_fn(r.y, targets[mb]) / m;
+    return r;
   };
   auto is_deferred = [&](int u) {
     return std::find(im.deferred_units.begin(), im.deferred_units.end(), u) != im.deferred_units.end();
@@ -269,15 +294,16 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
           im.act_recv.erase(cm);
         }
         at::Tensor xin = stage == 0 ? input : input.detach().requires_grad_(true);
-        at::Tensor y;
+        ChunkRun run;
         {
           // A recomputed chunk builds no graph now; B runs the forward again.
           c10::AutoGradMode grad_mode(!schedule_.Recompute(me, a.chunk));
-          y = run_chunk(a.chunk, a.mb, xin);
+          run = run_chunk(a.chunk, a.mb, xin);
         }
-        if (stage == im.stages - 1) loss_sum += y.item<double>();
+        if (stage == im.stages - 1) loss_sum += run.y.item<double>();
         im.x_in[cm] = xin;
-        im.out[cm] = y;
+        im.out[cm] = run.y;
+        if (run.head.defined()) im.cut[cm] = {run.head, run.cut};
         break;
       }
       case ActionKind::kSendAct: {
@@ -299,7 +325,13 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
       case ActionKind::kBackwardInput: {
         wait_gathered(a.chunk);
         for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
-        at::Tensor y = schedule_.Recompute(me, a.chunk) ? run_chunk(a.chunk, a.mb, im.x_in.at(cm)) : im.out.at(cm);
+        ChunkRun run;
+        if (schedule_.Recompute(me, a.chunk)) {
+          run = run_chunk(a.chunk, a.mb, im.x_in.at(cm));
+        } else {
+          run.y = im.out.at(cm);
+          if (im.cut.count(cm)) std::tie(run.head, run.cut) = im.cut.at(cm);
+        }
         at::Tensor g;  // undefined on the last virtual stage: y is the loss
         if (stage != im.stages - 1) {
           if ((stage + 1) % im.pp == me) {
@@ -314,7 +346,9 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         }
         auto split = std::make_unique<SplitBackward>();
         const bool defer_w = a.kind == ActionKind::kBackwardInput;
-        at::Tensor gx = split->RunInputPass(y, g, im.x_in.at(cm), defer_w);
+        at::Tensor gx = split->RunInputPass(run.y, g, run.head.defined() ? run.cut : im.x_in.at(cm),
+                                            defer_w && im.split_backward);
+        if (run.head.defined()) torch::autograd::backward({run.head}, {gx});  // the first unit, now
         if (split->split()) {
           ++split_stats_.split;
           split_stats_.deferred_nodes += split->deferred_nodes();
@@ -325,6 +359,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         if (stage > 0) im.grad_in[cm] = gx;
         im.x_in.erase(cm);
         im.out.erase(cm);
+        im.cut.erase(cm);
         break;
       }
       case ActionKind::kSendGrad: {
@@ -340,6 +375,11 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         auto it = im.weight_pass.find(cm);
         if (it == im.weight_pass.end()) {
           throw std::logic_error(absl::StrCat("pipeline: W(", a.chunk, ",", a.mb, ") without its B"));
+        }
+        if (it->second->split()) {
+          bool released = false;
+          for (int u : im.chunk_units[a.chunk]) released = released || units[u]->state() == ShardState::kSharded;
+          split_stats_.w_released += released ? 1 : 0;
         }
         it->second->RunWeightPass();
         im.weight_pass.erase(it);

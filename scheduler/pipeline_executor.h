@@ -42,6 +42,8 @@ struct PipelineOptions {
   int unit_size = 0;                 // U for zeropp (0 = m)
   // default: ZeroPP recomputes all chunks but the last chunk of the last rank; others none.
   std::string recompute = "default";  // default, none, all-but-last, all
+  // false: Bi runs the whole backward and W does nothing (an ablation for measurements).
+  bool split_backward = true;
 };
 
 // How the last step's backwards ran on this rank.
@@ -49,6 +51,7 @@ struct BackwardSplitStats {
   int split = 0;           // Bi's whose weight work was left for W
   int whole = 0;           // B's and Bi's that ran the whole backward
   int deferred_nodes = 0;  // autograd nodes W ran again for their weight outputs
+  int w_released = 0;      // split W's that ran while their chunk's weights were released
 };
 
 class PipelineExecutor {

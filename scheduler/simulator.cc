@@ -42,6 +42,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       while (x.pc < s.ranks[r].size()) {
         const Action& a = s.ranks[r][x.pc];
         const std::string name = a.ToString();
+        const bool whole_backward = cost.first_stage_whole_backward && a.chunk * pp + r == 0;
         auto compute = [&](double seconds) {
           double start = std::max(x.t, x.gather_ready.count(a.chunk) ? x.gather_ready[a.chunk] : 0.0);
           // A receive only posts; the computation that consumes it waits for the arrival.
@@ -78,10 +79,10 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
             compute(cost.backward_s);
             break;
           case ActionKind::kBackwardInput:
-            compute(cost.backward_input_s);
+            compute(whole_backward ? cost.backward_s : cost.backward_input_s);
             break;
           case ActionKind::kBackwardWeight:
-            compute(cost.backward_weight_s);
+            compute(whole_backward ? 0.0 : cost.backward_weight_s);
             break;
           case ActionKind::kSendAct:
           case ActionKind::kSendGrad: {

@@ -33,6 +33,9 @@ struct CostModel {
   double backward_s = 2.0;          // B (input + weight)
   double backward_input_s = 1.0;    // Bi
   double backward_weight_s = 1.0;   // W
+  // The first virtual stage's input needs no gradient, so an executor runs its whole backward in
+  // Bi (backward_s) and its W's are empty, as PipelineExecutor does. false: uniform costs.
+  bool first_stage_whole_backward = false;
   double optimizer_s = 0.0;         // the step's tail: reductions across replicas, clipping, AdamW
   double activation_bytes = 0;      // per micro-batch crossing a stage boundary
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype

@@ -43,6 +43,26 @@ TEST(SimulatorTest, BubbleFormulas) {
   }
 }
 
+TEST(SimulatorTest, FirstStageWholeBackwardMovesWorkIntoBi) {
+  // The executor's first stage runs B+W inside Bi: the same work per rank, later W's empty.
+  for (int p : {2, 4}) {
+    const Schedule zb = ZbH1(p, 2 * p);
+    CostModel whole = Uniform();
+    whole.first_stage_whole_backward = true;
+    const SimResult a = Simulate(zb, Uniform()), b = Simulate(zb, whole);
+    for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(a.busy_s[r], b.busy_s[r]) << "p " << p << " rank " << r;
+    double w0 = 0, bi0 = 0;
+    for (const auto& e : b.events) {
+      if (e.rank != 0) continue;
+      if (e.name[0] == 'W') w0 += e.end_s - e.start_s;
+      if (e.name.rfind("Bi", 0) == 0) bi0 += e.end_s - e.start_s;
+    }
+    EXPECT_EQ(w0, 0.0) << "p " << p;
+    EXPECT_DOUBLE_EQ(bi0, 2.0 * 2 * p) << "p " << p;  // 2p micro-batches, B = 2 each
+    EXPECT_GE(b.step_s, a.step_s) << "p " << p;
+  }
+}
+
 TEST(SimulatorTest, StashedActivations) {
   for (int p : {2, 4, 8}) {
     for (int m : {1, 3, 16}) {
