@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "scheduler/generators.h"
 #include "scheduler/split_backward.h"
+#include "scheduler/stage_partition.h"
 #include "scheduler/validator.h"
 
 namespace zeropp {
@@ -119,20 +120,19 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, Pro
   ValidationReport rep = Validate(schedule_);
   if (!rep.ok) throw std::logic_error(rep.error);
   const int stages = im.stages, pp = im.pp, me = im.r;
-  auto stage_of = [stages](int unit, int num_units) { return static_cast<int>(static_cast<int64_t>(unit) * stages / num_units); };
-  UnitFilter owns = [stage_of, stages, pp, me](int unit, int num_units) {
-    if (num_units < stages) {
-      throw std::invalid_argument(absl::StrCat("pipeline: the model has ", num_units, " scheduling units but pp(", pp,
-                                               ")*chunks = ", stages, " virtual stages need at least one each"));
-    }
-    return stage_of(unit, num_units) % pp == me;
+  // Units to virtual stages, decided once from the whole model (the same on every rank).
+  auto partition = std::make_shared<std::vector<int>>();
+  const std::string method = options.partition;
+  UnitFilter owns = [partition, model, stages, pp, me, method](int unit, const std::vector<int>& starts) {
+    if (partition->empty()) *partition = PartitionStages(UnitCosts(*model, starts), stages, method);
+    return (*partition)[unit] % pp == me;
   };
   engine_ = std::make_unique<Engine>(model, groups, engine_options, owns);
   auto& units = PipelineAccess::Units(*engine_);
   const int k = static_cast<int>(units.size());
   im.chunk_units.resize(im.v);
   for (int i = 0; i < k; ++i) {
-    stage_of_unit_.push_back(stage_of(i, k));
+    stage_of_unit_.push_back((*partition)[i]);
     if (PipelineAccess::Owned(*engine_, i)) im.chunk_units[stage_of_unit_[i] / pp].push_back(i);
   }
   for (int i = 0; i < k; ++i) {

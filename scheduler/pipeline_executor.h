@@ -1,7 +1,7 @@
 // pipeline_executor.h: runs a schedule (schedule.h) on real process groups.
 //
 // Layout: the model's scheduling units (the engine's) are split into pp*v contiguous virtual
-// stages, balanced by unit count; rank r of the pipeline holds chunks c = 0..v-1, virtual stages
+// stages, balanced by a compute proxy (stage_partition.h) or by unit count; rank r of the pipeline holds chunks c = 0..v-1, virtual stages
 // c*pp + r. Inside a stage, parameters are ZeRO-3 sharded over the zero group (the stage group)
 // with the engine's own FlatParam and shard state machine; across pipeline replicas, dp or zero1
 // as in the engine. Activations and gradients move over the pp group with tagged point-to-point
@@ -42,6 +42,7 @@ struct PipelineOptions {
   int unit_size = 0;                 // U for zeropp (0 = m)
   // default: ZeroPP recomputes all chunks but the last chunk of the last rank; others none.
   std::string recompute = "default";  // default, none, all-but-last, all
+  std::string partition = "parameters";  // units to stages: parameters (balanced) or uniform
   // false: Bi runs the whole backward and W does nothing (an ablation for measurements).
   bool split_backward = true;
 };

@@ -103,6 +103,8 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"chunks", {false, [&](const std::string& v) { c.pipeline.chunks = static_cast<int>(i64("chunks", v, 1)); }}},
       {"unit-size", {false, [&](const std::string& v) { c.pipeline.unit_size = static_cast<int>(i64("unit-size", v, 1)); }}},
       {"pipeline-recompute", {false, [&](const std::string& v) { c.pipeline.recompute = v; }}},
+      {"partition", {false, [&](const std::string& v) { c.pipeline.partition = v; }}},
+      {"split-backward", {true, [&](const std::string& v) { c.pipeline.split_backward = boolean("split-backward", v); }}},
       {"offload-optimizer", {false, [&](const std::string& v) { c.engine.offload.optimizer = v; }}},
       {"offload-params", {false, [&](const std::string& v) { c.engine.offload.params = v; }}},
       {"offload-activations", {false, [&](const std::string& v) { c.engine.offload.activations = v; }}},

@@ -148,9 +148,8 @@ void Engine::BuildUnits() {
   const int64_t pad = cfg.dp_mode == DpMode::kZero1 ? static_cast<int64_t>(zero) * cfg.dp : zero;
   std::map<const void*, int> owner;        // among this rank's units
   std::map<const void*, int> first_unit;   // among all units
-  const int num_units_total = static_cast<int>(starts.size());
   for (size_t u = 0; u < starts.size(); ++u) {
-    owned_.push_back(!owns_ || owns_(static_cast<int>(u), num_units_total));
+    owned_.push_back(!owns_ || owns_(static_cast<int>(u), starts));
   }
   for (size_t u = 0; u < starts.size(); ++u) {
     const int begin = starts[u];

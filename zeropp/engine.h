@@ -86,8 +86,9 @@ struct StepResult {
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
-// Which scheduling units this rank materialises (pipeline stages); empty = all of them.
-using UnitFilter = std::function<bool(int unit, int num_units)>;
+// Which scheduling units this rank materialises (pipeline stages); empty = all of them. Called
+// with the child index each unit starts at (one entry per unit).
+using UnitFilter = std::function<bool(int unit, const std::vector<int>& unit_starts)>;
 
 class Engine {
  public:
