@@ -1,5 +1,5 @@
 // pipeline_bench: every schedule on the ranks the launcher started (pp = world size, zero = 1):
-// tokens/s, step time, measured bubble beside the formula, bytes per step, estimated peak memory,
+// tokens/s, step time, measured bubble beside the formula, bytes per step, peak heap growth per rank,
 // and the simulator's prediction calibrated from this run's own per-chunk forward/backward times
 // and a measured point-to-point alpha/beta. Writes each rank's trace and the simulator's trace to
 // --out DIR (for ./zpp timeline). Run by benchmarks/pipeline.sh.
@@ -84,8 +84,8 @@ int Main(int argc, char** argv) {
     std::printf("# pipeline bench: %s, pp=%d, micro-batch %lld x %lld tokens, m=%lld; p2p alpha %.0f us, beta %.2f GB/s\n",
                 g.ToString().c_str(), pp, (long long)b, (long long)g.context, (long long)m, cost.inter.alpha_s * 1e6,
                 cost.inter.bytes_per_s / 1e9);
-    std::printf("# %-18s %9s %9s %8s %8s %8s %9s %9s %10s %9s %8s\n", "schedule", "tok/s", "step_s", "bubble", "formula",
-                "sim_bub", "sim_step", "step/sim", "MB/step", "act_peak", "work_s");
+    std::printf("# %-18s %9s %9s %8s %8s %8s %9s %9s %10s %9s %8s %8s\n", "schedule", "tok/s", "step_s", "bubble", "formula",
+                "sim_bub", "sim_step", "step/sim", "MB/step", "act_peak", "work_s", "heap_MB");
   }
   struct Run {
     std::string name;
@@ -111,6 +111,7 @@ int Main(int argc, char** argv) {
     po.microbatches = static_cast<int>(m);
     po.unit_size = run.u;
     po.split_backward = run.split;
+    po.measure_heap = true;
     EngineOptions eo;
     eo.adamw.lr = 1e-3f;
     scheduler::PipelineExecutor ex(model.ptr(), *groups, eo, po);
@@ -155,6 +156,7 @@ int Main(int argc, char** argv) {
     const double f_mean = mean(f_sum, f_n), b_mean = mean(b_sum, b_n);
     const double bi_mean = mean(bi_sum, bi_n), w_mean = mean(w_sum, w_n);
     const double busy_all = SumOverRanks(groups->world(), busy);
+    const double heap_peak = MaxOverRanks(groups->world(), static_cast<double>(ex.split_stats().heap_peak_growth));
     const double opt_mean = SumOverRanks(groups->world(), opt) / pp;
     const double trace_step = MaxOverRanks(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);
     std::string tag = run.name + (run.u ? "-u" + std::to_string(run.u) : "") + (run.split ? "" : "-nosplit");
@@ -182,9 +184,9 @@ int Main(int argc, char** argv) {
         formula = scheduler::Simulate(sch, uni).bubble;  // ZeroPP: uniform-cost bubble of its schedule
       }
       const double tokens = static_cast<double>(b * m * g.context);
-      std::printf("  %-18s %9.0f %9.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d %8.3f\n", tag.c_str(), tokens / step_s,
-                  step_s, measured_bubble, formula, sim.bubble, sim.step_s, trace_step / sim.step_s, bytes / 1e6, act_peak,
-                  busy_all / pp);
+      std::printf("  %-18s %9.0f %9.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d %8.3f %8.1f\n", tag.c_str(),
+                  tokens / step_s, step_s, measured_bubble, formula, sim.bubble, sim.step_s, trace_step / sim.step_s,
+                  bytes / 1e6, act_peak, busy_all / pp, heap_peak / 1e6);
       if (run.name == "zb-h1" || (run.name == "zeropp" && run.u == m)) bubbles[tag] = measured_bubble;
       std::printf("RESULT pipeline pp%d_%s_step_s=%.4f s reference=%.4f ratio=%.3f target=1.15 %s\n", pp, tag.c_str(), trace_step,
                   sim.step_s, trace_step / sim.step_s,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <malloc.h>
 #include <tuple>
 #include <map>
 #include <stdexcept>
@@ -77,6 +78,7 @@ struct PipelineExecutor::Impl {
   ProcessGroups* groups = nullptr;
   int r = 0, pp = 1, v = 1, stages = 1;
   bool split_backward = true;
+  bool measure_heap = false;
   std::vector<std::vector<int>> chunk_units;  // per chunk of this rank
   std::vector<int> deferred_units;            // hold a cross-stage tied tensor: reduced at the step's end
   struct Tied {
@@ -104,6 +106,7 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, Pro
   im.r = cfg.CoordOf(groups.rank()).pp_index;
   im.stages = im.pp * im.v;
   im.split_backward = options.split_backward;
+  im.measure_heap = options.measure_heap;
   const int u = options.unit_size > 0 ? options.unit_size : options.microbatches;
   GenOptions go;
   if (options.recompute == "none") {
@@ -201,6 +204,11 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
                                              " micro-batches (the first stage needs inputs, the last targets)"));
   }
   const auto marks = PipelineAccess::BeginStep(e);
+  auto heap = [] {
+    const struct mallinfo2 mi = mallinfo2();
+    return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
+  };
+  const int64_t heap0 = im.measure_heap ? heap() : 0;
   trace_.clear();
   split_stats_ = {};
   const auto t0 = Clock::now();
@@ -412,6 +420,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
       }
     }
     if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
+    if (im.measure_heap) split_stats_.heap_peak_growth = std::max(split_stats_.heap_peak_growth, heap() - heap0);
   }
   const double finish_start = now();
   StepResult r = PipelineAccess::FinishStep(e, loss_sum, ppc, marks);

@@ -45,6 +45,8 @@ struct PipelineOptions {
   std::string partition = "parameters";  // units to stages: parameters (balanced) or uniform
   // false: Bi runs the whole backward and W does nothing (an ablation for measurements).
   bool split_backward = true;
+  // Sample the heap in use (glibc mallinfo2) after every action: split_stats().heap_peak_growth.
+  bool measure_heap = false;
 };
 
 // How the last step's backwards ran on this rank.
@@ -53,6 +55,9 @@ struct BackwardSplitStats {
   int whole = 0;           // B's and Bi's that ran the whole backward
   int deferred_nodes = 0;  // autograd nodes W ran again for their weight outputs
   int w_released = 0;      // split W's that ran while their chunk's weights were released
+  // With PipelineOptions::measure_heap: the heap's peak during the step above its size at the
+  // start (activations, unsharded parameters and gradients, transfer buffers), in bytes.
+  int64_t heap_peak_growth = 0;
 };
 
 class PipelineExecutor {
