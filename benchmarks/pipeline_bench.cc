@@ -9,11 +9,11 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <cctype>
 #include <map>
 #include <string>
 #include <vector>
@@ -143,8 +143,8 @@ int Main(int argc, char** argv) {
       const std::string kind = e.name.substr(0, letters);
       const bool first_stage = env.rank == 0 && std::atoi(e.name.c_str() + letters) == 0;
       if (e.name == "OPT") opt = d;
-      if (kind == "F" || kind == "B" || kind == "Bi" || kind == "W") busy += d;
-      if (kind == "F") f_sum += d, ++f_n;
+      if (kind == "F" || kind == "R" || kind == "B" || kind == "Bi" || kind == "W") busy += d;
+      if (kind == "F" || kind == "R") f_sum += d, ++f_n;
       if (kind == "B" || (kind == "Bi" && first_stage && whole_first)) b_sum += d, ++b_n;
       if (kind == "Bi" && !(first_stage && whole_first)) bi_sum += d, ++bi_n;
       if (kind == "W" && !(first_stage && whole_first)) w_sum += d, ++w_n;
@@ -156,6 +156,17 @@ int Main(int argc, char** argv) {
     const double f_mean = mean(f_sum, f_n), b_mean = mean(b_sum, b_n);
     const double bi_mean = mean(bi_sum, bi_n), w_mean = mean(w_sum, w_n);
     const double busy_all = SumOverRanks(groups->world(), busy);
+    // Each rank's compute relative to the mean (unbalanced stages), for the simulator.
+    std::vector<double> scales(pp, 1.0);
+    {
+      at::Tensor all = at::zeros({pp}, at::TensorOptions().dtype(at::kDouble));
+      all.data_ptr<double>()[env.rank] = busy;
+      groups->world().AllReduce(all, ReduceOp::kSum)->Wait();
+      const double* per_rank = all.data_ptr<double>();
+      double mean_busy = 0;
+      for (int r = 0; r < pp; ++r) mean_busy += per_rank[r] / pp;
+      for (int r = 0; r < pp; ++r) scales[r] = mean_busy > 0 ? per_rank[r] / mean_busy : 1.0;
+    }
     const double heap_peak = MaxOverRanks(groups->world(), static_cast<double>(ex.split_stats().heap_peak_growth));
     const double opt_mean = SumOverRanks(groups->world(), opt) / pp;
     const double trace_step = MaxOverRanks(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);
@@ -169,6 +180,7 @@ int Main(int argc, char** argv) {
       c.backward_input_s = (bi_mean > 0 ? bi_mean : b_mean / 2) * run.v;
       c.backward_weight_s = (bi_mean > 0 ? w_mean : b_mean / 2) * run.v;
       c.first_stage_whole_backward = whole_first;
+      c.rank_compute_scale = scales;
       c.optimizer_s = opt_mean;
       const scheduler::Schedule& sch = ex.schedule();
       scheduler::SimResult sim = scheduler::Simulate(sch, c);

@@ -258,7 +258,13 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
   };
 
   for (const Action& a : schedule_.ranks[me]) {
-    const double start = now();
+    double start = now();
+    // Time a computation spent waiting for a gather or a transfer is traced apart from it.
+    auto waited = [&](const char* what, const char* cat) {
+      const double t = now();
+      if (t - start > 1e-5) trace_.push_back({im.groups->rank(), absl::StrCat(what, " ", a.ToString()), cat, start, t});
+      start = t;
+    };
     const std::pair<int, int> cm{a.chunk, a.mb};
     const int stage = a.chunk * im.pp + me;
     std::string cat = "compute";
@@ -290,6 +296,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
       }
       case ActionKind::kForward: {
         wait_gathered(a.chunk);
+        waited("wait-gather", "comm");
         at::Tensor input;
         if (stage == 0) {
           input = inputs[a.mb];
@@ -298,6 +305,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         } else {
           auto& rv = im.act_recv.at(cm);
           rv.second->Wait();
+          waited("wait-recv", "p2p");
           input = rv.first;
           im.act_recv.erase(cm);
         }
@@ -312,6 +320,14 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         im.x_in[cm] = xin;
         im.out[cm] = run.y;
         if (run.head.defined()) im.cut[cm] = {run.head, run.cut};
+        // Post the receive of this output's gradient now: a transfer then completes as soon as
+        // the next stage sends, instead of waiting for both sides' progress threads at B time
+        // (which on an oversubscribed CPU costs about one peer action per transfer).
+        if (stage != im.stages - 1 && (stage + 1) % im.pp != me) {
+          const int peer = (me + 1) % im.pp;
+          at::Tensor buf = at::empty(run.y.sizes(), run.y.options());
+          im.grad_recv[cm] = {buf, ppc.RecvTagged(buf, peer, Tag(kGrad, (stage + 1) / im.pp, a.mb))};
+        }
         break;
       }
       case ActionKind::kSendAct: {
@@ -325,6 +341,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
       case ActionKind::kRecvGrad: {
         cat = "p2p";
         const int mine = (a.chunk * im.pp + a.peer - 1) / im.pp;
+        if (im.grad_recv.count({mine, a.mb})) break;  // posted with the forward
         at::Tensor buf = at::empty(im.out.at({mine, a.mb}).sizes(), im.out.at({mine, a.mb}).options());
         im.grad_recv[{mine, a.mb}] = {buf, ppc.RecvTagged(buf, a.peer, Tag(kGrad, a.chunk, a.mb))};
         break;
@@ -332,10 +349,15 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput: {
         wait_gathered(a.chunk);
+        waited("wait-gather", "comm");
         for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
         ChunkRun run;
         if (schedule_.Recompute(me, a.chunk)) {
           run = run_chunk(a.chunk, a.mb, im.x_in.at(cm));
+          const std::string label = a.ToString();
+          trace_.push_back({im.groups->rank(), "R" + label.substr(label.find_first_of("0123456789")), "compute", start,
+                            now()});
+          start = now();
         } else {
           run.y = im.out.at(cm);
           if (im.cut.count(cm)) std::tie(run.head, run.cut) = im.cut.at(cm);
@@ -348,6 +370,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
           } else {
             auto& rv = im.grad_recv.at(cm);
             rv.second->Wait();
+          waited("wait-recv", "p2p");
             g = rv.first;
             im.grad_recv.erase(cm);
           }

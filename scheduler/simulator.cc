@@ -43,17 +43,26 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const Action& a = s.ranks[r][x.pc];
         const std::string name = a.ToString();
         const bool whole_backward = cost.first_stage_whole_backward && a.chunk * pp + r == 0;
-        auto compute = [&](double seconds) {
+        auto compute = [&](double seconds, const std::string& label = std::string(), bool wait_inputs = true) {
           double start = std::max(x.t, x.gather_ready.count(a.chunk) ? x.gather_ready[a.chunk] : 0.0);
           // A receive only posts; the computation that consumes it waits for the arrival.
           const std::pair<int, int> cm{a.chunk, a.mb};
-          if (a.kind == ActionKind::kForward && x.act_ready.count(cm)) start = std::max(start, x.act_ready[cm]);
-          if ((a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) && x.grad_ready.count(cm)) {
+          if (wait_inputs && a.kind == ActionKind::kForward && x.act_ready.count(cm)) {
+            start = std::max(start, x.act_ready[cm]);
+          }
+          if (wait_inputs && (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) &&
+              x.grad_ready.count(cm)) {
             start = std::max(start, x.grad_ready[cm]);
           }
-          x.t = start + seconds * per_chunk;
-          x.busy += seconds * per_chunk;
-          res.events.push_back({r, name, "compute", start, x.t});
+          const double scale = r < static_cast<int>(cost.rank_compute_scale.size()) ? cost.rank_compute_scale[r] : 1.0;
+          x.t = start + seconds * per_chunk * scale;
+          x.busy += seconds * per_chunk * scale;
+          res.events.push_back({r, label.empty() ? name : label, "compute", start, x.t});
+        };
+        // A recomputed chunk runs its forward again at the start of B, before the gradient is
+        // needed (the executor does the same, so the transfer overlaps it).
+        auto recompute = [&] {
+          if (s.Recompute(r, a.chunk)) compute(cost.forward_s, "R" + name.substr(name.find_first_of("0123456789")), false);
         };
         auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
           double start = std::max(x.t, x.comm_t);
@@ -76,9 +85,11 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
             compute(cost.forward_s);
             break;
           case ActionKind::kBackward:
+            recompute();
             compute(cost.backward_s);
             break;
           case ActionKind::kBackwardInput:
+            recompute();
             compute(whole_backward ? cost.backward_s : cost.backward_input_s);
             break;
           case ActionKind::kBackwardWeight:

@@ -36,6 +36,8 @@ struct CostModel {
   // The first virtual stage's input needs no gradient, so an executor runs its whole backward in
   // Bi (backward_s) and its W's are empty, as PipelineExecutor does. false: uniform costs.
   bool first_stage_whole_backward = false;
+  // Per pipeline rank, a factor on its compute times (unbalanced stages); empty = all 1.
+  std::vector<double> rank_compute_scale;
   double optimizer_s = 0.0;         // the step's tail: reductions across replicas, clipping, AdamW
   double activation_bytes = 0;      // per micro-batch crossing a stage boundary
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype

@@ -63,6 +63,24 @@ TEST(SimulatorTest, FirstStageWholeBackwardMovesWorkIntoBi) {
   }
 }
 
+TEST(SimulatorTest, RecomputedChunksPayTheirForwardAgainInB) {
+  // Uniform costs F=1, B=2: each rank computes m*(F+B) = 3m, plus m*F = 4m when recomputing.
+  for (int p : {2, 4}) {
+    const int m = 2 * p;
+    GenOptions all;
+    all.recompute = RecomputePolicy::kAll;
+    const SimResult plain = Simulate(OneFOneB(p, m), Uniform());
+    const SimResult again = Simulate(OneFOneB(p, m, all), Uniform());
+    for (int r = 0; r < p; ++r) {
+      EXPECT_DOUBLE_EQ(plain.busy_s[r], 3.0 * m) << "p " << p << " rank " << r;
+      EXPECT_DOUBLE_EQ(again.busy_s[r], 4.0 * m) << "p " << p << " rank " << r;
+    }
+    int r_events = 0;
+    for (const auto& e : again.events) r_events += e.name[0] == 'R' && e.name[1] != 'A' && e.name[1] != 'G' && e.name[1] != 'S';
+    EXPECT_EQ(r_events, p * m) << "one recompute per backward";
+  }
+}
+
 TEST(SimulatorTest, StashedActivations) {
   for (int p : {2, 4, 8}) {
     for (int m : {1, 3, 16}) {

@@ -4,8 +4,8 @@ measured traces or the simulator's predictions) as a PNG, with the standard libr
 
   ./zpp timeline trace.rank0.json trace.rank1.json ... -o timeline.png
 
-One lane per rank (the trace's tid). Compute on the upper band: forward blue, backward (B and Bi)
-green, weight-gradient W teal, optimizer purple; communication on the lower band: gather/release
+One lane per rank (the trace's tid). Compute on the upper band: forward blue, recomputed forward
+(at the start of a backward) light blue, backward (B and Bi) green, weight-gradient W teal, optimizer purple; communication on the lower band: gather/release
 orange, reduce-scatter red, point-to-point gray. White is idle.
 """
 import argparse
@@ -15,7 +15,7 @@ import sys
 import zlib
 
 COLORS = {
-    "F": (52, 101, 164), "B": (78, 154, 6), "Bi": (78, 154, 6), "W": (6, 152, 154), "OPT": (117, 80, 123),
+    "F": (52, 101, 164), "R": (114, 159, 207), "B": (78, 154, 6), "Bi": (78, 154, 6), "W": (6, 152, 154), "OPT": (117, 80, 123),
     "G": (245, 121, 0), "X": (252, 175, 62), "RS": (204, 0, 0),
     "SA": (136, 138, 133), "RA": (186, 189, 182), "SG": (136, 138, 133), "RG": (186, 189, 182),
 }
@@ -38,7 +38,7 @@ FONT = {
 
 
 def prefix(name):
-    for p in ("Bi", "OPT", "SA", "RA", "SG", "RG", "RS", "F", "B", "W", "G", "X"):
+    for p in ("Bi", "OPT", "SA", "RA", "SG", "RG", "RS", "F", "R", "B", "W", "G", "X"):
         if name.startswith(p):
             return p
     return None
@@ -114,7 +114,7 @@ def main():
     ms = (t1 - t0) / 1000.0
     text(img, w, left, 10, (a.title.upper() + "  " if a.title else "") + f"{ms:.1f} ms")
     x = left
-    for label, key in (("F", "F"), ("B", "B"), ("W", "W"), ("G", "G"), ("RS", "RS"), ("P2P", "SA"), ("OPT", "OPT")):
+    for label, key in (("F", "F"), ("R", "R"), ("B", "B"), ("W", "W"), ("G", "G"), ("RS", "RS"), ("P2P", "SA"), ("OPT", "OPT")):
         for yy in range(h - 24, h - 12):
             for xx in range(x, x + 16):
                 img[yy][xx] = COLORS[key]
