@@ -37,16 +37,18 @@ class AffineImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Affine);
 
-enum class ModelKind { kMlp, kGpt };
+// kGptDeep: the same GPT with 6 blocks (9 scheduling units), for 8 virtual pipeline stages.
+enum class ModelKind { kMlp, kGpt, kGptDeep };
+inline bool IsGpt(ModelKind kind) { return kind == ModelKind::kGpt || kind == ModelKind::kGptDeep; }
 
 inline torch::nn::Sequential MakeModel(ModelKind kind) {
   torch::manual_seed(1234);
-  if (kind == ModelKind::kGpt) {
+  if (IsGpt(kind)) {
     models::GptConfig c;
     c.vocab = 29;
     c.context = 6;
     c.width = 12;
-    c.depth = 2;
+    c.depth = kind == ModelKind::kGptDeep ? 6 : 2;
     c.heads = 2;
     return models::MakeGpt(c);
   }
@@ -57,7 +59,7 @@ inline torch::nn::Sequential MakeModel(ModelKind kind) {
 
 inline void MakeBatch(ModelKind kind, int64_t step, int64_t micro, int64_t rank, at::Tensor* x, at::Tensor* y) {
   at::Generator gen = at::detail::createCPUGenerator(1000003 * step + 1009 * micro + rank);
-  if (kind == ModelKind::kGpt) {
+  if (IsGpt(kind)) {
     *x = at::randint(29, {3, 6}, gen, at::TensorOptions().dtype(at::kLong));
     *y = at::randint(29, {3, 6}, gen, at::TensorOptions().dtype(at::kLong));
   } else {
@@ -67,7 +69,7 @@ inline void MakeBatch(ModelKind kind, int64_t step, int64_t micro, int64_t rank,
 }
 
 inline at::Tensor Loss(ModelKind kind, const at::Tensor& out, const at::Tensor& target) {
-  if (kind == ModelKind::kGpt) {
+  if (IsGpt(kind)) {
     return at::cross_entropy_loss(out.reshape({-1, out.size(-1)}).to(at::kFloat), target.reshape({-1}));
   }
   return at::mse_loss(out.to(at::kFloat), target);

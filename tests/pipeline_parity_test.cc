@@ -138,23 +138,35 @@ std::vector<PipeCase> Cases() {
     return c;
   };
   using testing::ModelKind;
-  return {
-      mk("gpipe_pp2", {2, 1, 1, DpMode::kDp}, "gpipe", 1, 4, 0),
-      mk("onefoneb_pp2_zero2", {2, 2, 1, DpMode::kDp}, "1f1b", 1, 4, 0),
-      mk("interleaved_pp2_v2", {2, 1, 1, DpMode::kDp}, "interleaved", 2, 4, 0),
-      mk("zbh1_pp2", {2, 1, 1, DpMode::kDp}, "zb-h1", 1, 3, 0),
-      mk("zeropp_pp2_v2_u2", {2, 1, 1, DpMode::kDp}, "zeropp", 2, 4, 2),
-      mk("zeropp_pp2_zero2_u2", {2, 2, 1, DpMode::kDp}, "zeropp", 1, 4, 2),
-      mk("onefoneb_pp4_mlp", {4, 1, 1, DpMode::kDp}, "1f1b", 1, 4, 0, ModelKind::kMlp),
-      mk("gpipe_pp4_mlp", {4, 1, 1, DpMode::kDp}, "gpipe", 1, 4, 0, ModelKind::kMlp),
-      mk("zeropp_pp4_gpt", {4, 1, 1, DpMode::kDp}, "zeropp", 1, 4, 4),
-      mk("interleaved_pp2_zero2", {2, 2, 1, DpMode::kDp}, "interleaved", 2, 4, 0),
-      mk("zbh1_pp4_mlp", {4, 1, 1, DpMode::kDp}, "zb-h1", 1, 5, 0, ModelKind::kMlp),
-      mk("zeropp_pp2_v2_recompute_none", {2, 1, 1, DpMode::kDp}, "zeropp", 2, 4, 2, ModelKind::kGpt, "none"),
-      mk("onefoneb_pp2_recompute_all", {2, 1, 1, DpMode::kDp}, "1f1b", 1, 4, 0, ModelKind::kGpt, "all"),
-      mk("zeropp_pp2_dp2_hybrid_dp", {2, 1, 2, DpMode::kDp}, "zeropp", 2, 4, 2),
-      mk("zeropp_pp2_dp2_hybrid_zero1", {2, 1, 2, DpMode::kZero1}, "zeropp", 2, 4, 2),
+  // Every schedule on pp=2 x zero=1, pp=2 x zero=2 and pp=4 (4 virtual stages per 2 chunks need
+  // the deeper GPT), then recompute policies, an MLP with a parameterless child and a frozen
+  // tensor, and both hybrids across replicas.
+  std::vector<PipeCase> cases;
+  struct Layout {
+    const char* tag;
+    ParallelConfig cfg;
+    ModelKind model;
   };
+  const Layout layouts[] = {{"pp2", {2, 1, 1, DpMode::kDp}, ModelKind::kGpt},
+                            {"pp2_zero2", {2, 2, 1, DpMode::kDp}, ModelKind::kGpt},
+                            {"pp4", {4, 1, 1, DpMode::kDp}, ModelKind::kGptDeep}};
+  for (const Layout& l : layouts) {
+    const int pp = l.cfg.pp;
+    cases.push_back(mk(std::string("gpipe_") + l.tag, l.cfg, "gpipe", 1, 4, 0, l.model));
+    cases.push_back(mk(std::string("onefoneb_") + l.tag, l.cfg, "1f1b", 1, 4, 0, l.model));
+    cases.push_back(mk(std::string("interleaved_v2_") + l.tag, l.cfg, "interleaved", 2, 4, 0, l.model));
+    cases.push_back(mk(std::string("zbh1_") + l.tag, l.cfg, "zb-h1", 1, pp + 1, 0, l.model));
+    cases.push_back(mk(std::string("zeropp_v2_") + l.tag, l.cfg, "zeropp", 2, 2 * pp, pp, l.model));
+  }
+  cases.push_back(mk("zeropp_pp2_v1_u2", {2, 1, 1, DpMode::kDp}, "zeropp", 1, 4, 2));
+  cases.push_back(mk("zeropp_pp2_v2_recompute_none", {2, 1, 1, DpMode::kDp}, "zeropp", 2, 4, 2, ModelKind::kGpt, "none"));
+  cases.push_back(mk("onefoneb_pp2_recompute_all", {2, 1, 1, DpMode::kDp}, "1f1b", 1, 4, 0, ModelKind::kGpt, "all"));
+  cases.push_back(mk("onefoneb_pp4_mlp", {4, 1, 1, DpMode::kDp}, "1f1b", 1, 4, 0, ModelKind::kMlp));
+  cases.push_back(mk("zbh1_pp4_mlp", {4, 1, 1, DpMode::kDp}, "zb-h1", 1, 5, 0, ModelKind::kMlp));
+  cases.push_back(mk("zeropp_pp2_dp2_hybrid_dp", {2, 1, 2, DpMode::kDp}, "zeropp", 2, 4, 2));
+  cases.push_back(mk("zeropp_pp2_dp2_hybrid_zero1", {2, 1, 2, DpMode::kZero1}, "zeropp", 2, 4, 2));
+  cases.push_back(mk("zeropp_pp2_zero2_dp2_hybrid_zero1", {2, 2, 2, DpMode::kZero1}, "zeropp", 2, 4, 2));
+  return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineParityTest, ::testing::ValuesIn(Cases()),
