@@ -284,6 +284,41 @@ Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o) {
   return Finish(s, o, false);
 }
 
+Schedule ForwardOnly(const Schedule& s) {
+  Schedule f = s;
+  f.name = s.name + "-forward";
+  f.forward_only = true;
+  f.recompute.clear();
+  for (auto& actions : f.ranks) {
+    std::vector<Action> kept;
+    for (const Action& a : actions) {
+      const bool keep = a.kind == ActionKind::kGather || a.kind == ActionKind::kRelease ||
+                        a.kind == ActionKind::kForward || a.kind == ActionKind::kSendAct ||
+                        a.kind == ActionKind::kRecvAct;
+      if (keep) kept.push_back(a);
+    }
+    // Drop a gather whose chunk no forward uses before its release (or the end), and that release.
+    std::vector<bool> drop(kept.size(), false);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (kept[i].kind != ActionKind::kGather) continue;
+      size_t j = i + 1;
+      while (j < kept.size() && !(kept[j].chunk == kept[i].chunk && (kept[j].kind == ActionKind::kForward ||
+                                                                     kept[j].kind == ActionKind::kRelease))) {
+        ++j;
+      }
+      if (j < kept.size() && kept[j].kind == ActionKind::kForward) continue;
+      drop[i] = true;
+      if (j < kept.size()) drop[j] = true;
+    }
+    std::vector<Action> out;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (!drop[i]) out.push_back(kept[i]);
+    }
+    actions = std::move(out);
+  }
+  return f;
+}
+
 Schedule Generate(const std::string& name, int pp, int v, int m, int u, const GenOptions& o) {
   auto only_v1 = [&] { Require(v == 1, absl::StrCat(name, ": v(", v, ") must be 1 (use interleaved or zeropp)")); };
   if (name == "gpipe") return only_v1(), GPipe(pp, m, o);

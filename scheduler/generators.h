@@ -41,6 +41,12 @@ Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o = {});
 Schedule ZbH1(int pp, int m, const GenOptions& o = {});
 Schedule Zero3(int m, const GenOptions& o = {});
 
+// The forward-only (evaluation) schedule of a training schedule: the same generator's actions
+// with every backward, gradient transfer, reduction and optimizer step removed, and gathers no
+// forward uses any more dropped. Activation transfers keep their order, so it validates like
+// the original; in ZeroPP a unit still passes chunk by chunk with one gather per chunk change.
+Schedule ForwardOnly(const Schedule& s);
+
 // By name: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3.
 Schedule Generate(const std::string& name, int pp, int v, int m, int u, const GenOptions& o = {});
 

@@ -87,7 +87,8 @@ Action Action::Parse(const std::string& token) {
 }
 
 std::string Schedule::ToString() const {
-  std::string s = absl::StrCat("schedule ", name, " pp=", pp, " v=", v, " m=", m, " u=", u, "\n");
+  std::string s = absl::StrCat("schedule ", name, " pp=", pp, " v=", v, " m=", m, " u=", u,
+                               forward_only ? " forward=1" : "", "\n");
   if (!recompute.empty()) {
     s += "recompute:";
     for (const auto& r : recompute) {
@@ -123,6 +124,7 @@ Schedule Schedule::Parse(const std::string& text) {
     else if (key == "v") sch.v = value;
     else if (key == "m") sch.m = value;
     else if (key == "u") sch.u = value;
+    else if (key == "forward") sch.forward_only = value != 0;
   }
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -144,7 +146,7 @@ Schedule Schedule::Parse(const std::string& text) {
 
 bool Schedule::operator==(const Schedule& o) const {
   return name == o.name && pp == o.pp && v == o.v && m == o.m && u == o.u && ranks == o.ranks &&
-         recompute == o.recompute;
+         recompute == o.recompute && forward_only == o.forward_only;
 }
 
 int Schedule::Count(int rank, ActionKind kind) const {

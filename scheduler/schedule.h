@@ -5,7 +5,8 @@
 // flow the reverse way. Every action names its chunk (or -1) and micro-batch (or -1); sends and
 // receives name the peer pipeline rank.
 //
-// Text header: "schedule NAME pp= v= m= u=", then optionally "recompute: 10 11" (per rank, one
+// Text header: "schedule NAME pp= v= m= u=" (and " forward=1" for an evaluation schedule), then
+// optionally "recompute: 10 11" (per rank, one
 // digit per chunk), then one line per rank.
 // The same Schedule is read by the validator (well-formedness, deadlock freedom, peak memory), the
 // simulator (cost model) and the executor. Text form, one action per token, ranks on lines:
@@ -52,6 +53,7 @@ struct Action {
 
 struct Schedule {
   std::string name;
+  bool forward_only = false;  // evaluation (ForwardOnly): no backward is expected
   int pp = 1;
   int v = 1;   // chunks per rank
   int m = 1;   // micro-batches per step

@@ -50,6 +50,29 @@ TEST(ScheduleTest, ZeroPPWorkedExample) {
   EXPECT_TRUE(rep.ok) << rep.error;
 }
 
+// The forward-only schedule validates and keeps exactly the forwards, in order, with no
+// backward, gradient transfer, reduction or optimizer action.
+void CheckForwardOnly(const Schedule& s) {
+  const Schedule f = ForwardOnly(s);
+  ASSERT_EQ(Schedule::Parse(f.ToString()), f) << f.ToString();
+  ValidationReport rep = Validate(f, P2PMode::kEager);
+  ASSERT_TRUE(rep.ok) << rep.error << "\n" << f.ToString();
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    std::vector<std::string> fwd_s, fwd_f;
+    for (const Action& a : s.ranks[r]) {
+      if (a.kind == ActionKind::kForward) fwd_s.push_back(a.ToString());
+    }
+    for (const Action& a : f.ranks[r]) {
+      if (a.kind == ActionKind::kForward) fwd_f.push_back(a.ToString());
+      const bool allowed = a.kind == ActionKind::kForward || a.kind == ActionKind::kGather ||
+                           a.kind == ActionKind::kRelease || a.kind == ActionKind::kSendAct ||
+                           a.kind == ActionKind::kRecvAct;
+      ASSERT_TRUE(allowed) << a.ToString() << " in " << f.ToString();
+    }
+    ASSERT_EQ(fwd_f, fwd_s) << "rank " << r;
+  }
+}
+
 TEST(ScheduleTest, EveryGeneratorValidatesOverTheGrid) {
   int checked = 0;
   for (int pp = 1; pp <= 8; ++pp) {
@@ -60,6 +83,7 @@ TEST(ScheduleTest, EveryGeneratorValidatesOverTheGrid) {
           ValidationReport rep = Validate(s, mode);
           ASSERT_TRUE(rep.ok) << rep.error << "\n" << s.ToString();
         }
+        CheckForwardOnly(s);
         ++checked;
       }
       for (int v = 1; v <= 4; ++v) {
@@ -67,6 +91,7 @@ TEST(ScheduleTest, EveryGeneratorValidatesOverTheGrid) {
           Schedule s = Interleaved(pp, v, m);
           ValidationReport rep = Validate(s, P2PMode::kEager);
           ASSERT_TRUE(rep.ok) << rep.error << "\n" << s.ToString();
+          CheckForwardOnly(s);
           ++checked;
         }
         for (int u = pp; u <= m; ++u) {
@@ -74,6 +99,15 @@ TEST(ScheduleTest, EveryGeneratorValidatesOverTheGrid) {
           Schedule s = ZeroPP(pp, v, m, u);
           ValidationReport rep = Validate(s, P2PMode::kEager);
           ASSERT_TRUE(rep.ok) << rep.error << "\n" << s.ToString();
+          CheckForwardOnly(s);
+          // Evaluation passes each unit chunk by chunk: one gather per chunk change.
+          const int units = (m + u - 1) / u;
+          const Schedule f = ForwardOnly(s);
+          for (size_t r = 0; r < f.ranks.size(); ++r) {
+            int gathers = 0;
+            for (const Action& a : f.ranks[r]) gathers += a.kind == ActionKind::kGather;
+            ASSERT_EQ(gathers, v == 1 ? 1 : units * v) << f.ToString();
+          }
           ++checked;
         }
       }
