@@ -47,7 +47,8 @@ class PipelineAccess {
   }
   static void ReduceGrad(Engine& e, int u) { e.ReduceGrad(u); }
   static void AddWait(Engine& e, int64_t us) { e.gather_wait_us_ += us; }
-  static Engine::StepMarks BeginStep(Engine& e) { return e.BeginStep(); }
+  // An evaluation pass takes no step: nothing to snapshot.
+  static Engine::StepMarks BeginStep(Engine& e, bool train) { return train ? e.BeginStep() : Engine::StepMarks{}; }
   static StepResult FinishStep(Engine& e, double loss_sum, Communicator& pp, const Engine::StepMarks& marks) {
     return e.FinishStep(loss_sum, {&pp}, {&pp}, marks);
   }
@@ -122,6 +123,9 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, Pro
   schedule_ = Generate(options.schedule, im.pp, im.v, options.microbatches, options.schedule == "zeropp" ? u : 0, go);
   ValidationReport rep = Validate(schedule_);
   if (!rep.ok) throw std::logic_error(rep.error);
+  eval_schedule_ = ForwardOnly(schedule_);
+  rep = Validate(eval_schedule_);
+  if (!rep.ok) throw std::logic_error(rep.error);
   const int stages = im.stages, pp = im.pp, me = im.r;
   // Units to virtual stages, decided once from the whole model (the same on every rank).
   auto partition = std::make_shared<std::vector<int>>();
@@ -191,6 +195,17 @@ PipelineExecutor::~PipelineExecutor() = default;
 
 StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                                   const LossFn& loss_fn) {
+  return Run(schedule_, /*train=*/true, inputs, targets, loss_fn);
+}
+
+double PipelineExecutor::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                                  const LossFn& loss_fn) {
+  c10::NoGradGuard no_grad;
+  return Run(eval_schedule_, /*train=*/false, inputs, targets, loss_fn).loss;
+}
+
+StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<at::Tensor>& targets, const LossFn& loss_fn) {
   Impl& im = *impl_;
   Engine& e = *engine_;
   auto& units = PipelineAccess::Units(e);
@@ -203,7 +218,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
                                              " inputs and ", targets.size(), " targets, expected ", m,
                                              " micro-batches (the first stage needs inputs, the last targets)"));
   }
-  const auto marks = PipelineAccess::BeginStep(e);
+  const auto marks = PipelineAccess::BeginStep(e, train);
   auto heap = [] {
     const struct mallinfo2 mi = mallinfo2();
     return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
@@ -257,7 +272,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
     return std::find(im.deferred_units.begin(), im.deferred_units.end(), u) != im.deferred_units.end();
   };
 
-  for (const Action& a : schedule_.ranks[me]) {
+  for (const Action& a : schedule.ranks[me]) {
     double start = now();
     // Time a computation spent waiting for a gather or a transfer is traced apart from it.
     auto waited = [&](const char* what, const char* cat) {
@@ -302,6 +317,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
           input = inputs[a.mb];
         } else if ((stage - 1) % im.pp == me) {
           input = im.out.at({a.chunk - 1, a.mb});
+          if (!train) im.out.erase({a.chunk - 1, a.mb});
         } else {
           auto& rv = im.act_recv.at(cm);
           rv.second->Wait();
@@ -313,10 +329,14 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         ChunkRun run;
         {
           // A recomputed chunk builds no graph now; B runs the forward again.
-          c10::AutoGradMode grad_mode(!schedule_.Recompute(me, a.chunk));
+          c10::AutoGradMode grad_mode(train && !schedule.Recompute(me, a.chunk));
           run = run_chunk(a.chunk, a.mb, xin);
         }
         if (stage == im.stages - 1) loss_sum += run.y.item<double>();
+        if (!train) {
+          if (stage != im.stages - 1) im.out[cm] = run.y;
+          break;
+        }
         im.x_in[cm] = xin;
         im.out[cm] = run.y;
         if (run.head.defined()) im.cut[cm] = {run.head, run.cut};
@@ -336,6 +356,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         at::Tensor header = Header(t);
         im.sends.push_back({ppc.SendTagged(header, a.peer, Tag(kActHeader, a.chunk, a.mb)), header});
         im.sends.push_back({ppc.SendTagged(t, a.peer, Tag(kActData, a.chunk, a.mb)), t});
+        if (!train) im.out.erase(cm);
         break;
       }
       case ActionKind::kRecvGrad: {
@@ -352,7 +373,7 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
         waited("wait-gather", "comm");
         for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
         ChunkRun run;
-        if (schedule_.Recompute(me, a.chunk)) {
+        if (schedule.Recompute(me, a.chunk)) {
           run = run_chunk(a.chunk, a.mb, im.x_in.at(cm));
           const std::string label = a.ToString();
           trace_.push_back({im.groups->rank(), "R" + label.substr(label.find_first_of("0123456789")), "compute", start,
@@ -444,6 +465,15 @@ StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const s
     }
     if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
     if (im.measure_heap) split_stats_.heap_peak_growth = std::max(split_stats_.heap_peak_growth, heap() - heap0);
+  }
+  if (!train) {
+    for (auto& snd : im.sends) snd.first->Wait();
+    im.sends.clear();
+    // The last stage's ranks (one per data-parallel replica) hold the losses.
+    const ParallelConfig& cfg = im.groups->config();
+    StepResult r;
+    r.loss = SumOverRanks(im.groups->world(), loss_sum) / (cfg.zero * cfg.dp);
+    return r;
   }
   const double finish_start = now();
   StepResult r = PipelineAccess::FinishStep(e, loss_sum, ppc, marks);

@@ -73,6 +73,11 @@ class PipelineExecutor {
   StepResult Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                   const LossFn& loss_fn);
 
+  // The mean loss over `inputs` without gradients or an optimizer step (on every rank): the same
+  // schedule with its backward removed (ForwardOnly), so ZeroPP units gather once per chunk.
+  double Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                  const LossFn& loss_fn);
+
   // Full values of this rank's parameters (collective over the zero group).
   std::vector<std::pair<std::string, at::Tensor>> FullParameters() { return engine_->FullParameters(); }
   const Schedule& schedule() const { return schedule_; }
@@ -83,10 +88,12 @@ class PipelineExecutor {
   int stage_of_unit(int u) const { return stage_of_unit_[u]; }
 
  private:
+  StepResult Run(const Schedule& schedule, bool train, const std::vector<at::Tensor>& inputs,
+                 const std::vector<at::Tensor>& targets, const LossFn& loss_fn);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<Engine> engine_;
-  Schedule schedule_;
+  Schedule schedule_, eval_schedule_;
   std::vector<int> stage_of_unit_;
   std::vector<TraceEvent> trace_;
   BackwardSplitStats split_stats_;

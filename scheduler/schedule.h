@@ -6,8 +6,7 @@
 // receives name the peer pipeline rank.
 //
 // Text header: "schedule NAME pp= v= m= u=" (and " forward=1" for an evaluation schedule), then
-// optionally "recompute: 10 11" (per rank, one
-// digit per chunk), then one line per rank.
+// optionally "recompute: 10 11" (per rank, one digit per chunk), then one line per rank.
 // The same Schedule is read by the validator (well-formedness, deadlock freedom, peak memory), the
 // simulator (cost model) and the executor. Text form, one action per token, ranks on lines:
 //   rank 0: G0 F0.0 SA0.0>1 ...   (see Action::ToString)

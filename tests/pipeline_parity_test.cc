@@ -228,3 +228,55 @@ TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
 
 }  // namespace
 }  // namespace zeropp
+
+namespace zeropp {
+namespace {
+
+// Evaluation runs the forward-only schedule: its loss on a batch equals the loss the next
+// training step reports on that batch (computed before the update), on every rank, for every
+// schedule, including ZeroPP with more micro-batches than a unit holds.
+TEST(PipelineEvalTest, EvaluateMatchesTheStepLossAndLeavesTrainingAlone) {
+  struct EvalCase {
+    std::string schedule;
+    int v, m, u;
+    ParallelConfig cfg;
+  };
+  const std::vector<EvalCase> cases = {{"gpipe", 1, 4, 0, {2, 2, 1, DpMode::kDp}},
+                                       {"1f1b", 1, 4, 0, {4, 1, 1, DpMode::kDp}},
+                                       {"interleaved", 2, 4, 0, {2, 2, 1, DpMode::kDp}},
+                                       {"zb-h1", 1, 3, 0, {2, 2, 1, DpMode::kDp}},
+                                       {"zeropp", 2, 6, 2, {2, 2, 1, DpMode::kDp}}};
+  for (const auto& ec : cases) {
+    PipeCase c;
+    c.cfg = ec.cfg;
+    c.pipe.schedule = ec.schedule;
+    c.pipe.chunks = ec.v;
+    c.pipe.microbatches = ec.m;
+    c.pipe.unit_size = ec.u;
+    c.model = c.cfg.pp == 4 ? testing::ModelKind::kGptDeep : testing::ModelKind::kGpt;
+    const int n = c.cfg.WorldSize();
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(c.model));
+    testing::RunRanks(n, [&](int rank, const auto& store) {
+      auto groups = ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {});
+      scheduler::PipelineExecutor ex(models[rank].ptr(), *groups, testing::BaseOptions(), c.pipe);
+      const MeshCoord me = c.cfg.CoordOf(rank);
+      const int dp_rank = me.dp_index * c.cfg.zero + me.zero_index;
+      const testing::ModelKind kind = c.model;
+      auto loss_fn = [kind](const at::Tensor& o, const at::Tensor& t) { return testing::Loss(kind, o, t); };
+      for (int s = 0; s < 3; ++s) {
+        std::vector<at::Tensor> xs(ec.m), ys(ec.m);
+        for (int mb = 0; mb < ec.m; ++mb) testing::MakeBatch(kind, s, mb, dp_rank, &xs[mb], &ys[mb]);
+        const double ev = ex.Evaluate(xs, ys, loss_fn);
+        const double again = ex.Evaluate(xs, ys, loss_fn);
+        const StepResult r = ex.Step(xs, ys, loss_fn);
+        EXPECT_EQ(ev, again) << ec.schedule << " rank " << rank << " step " << s;
+        EXPECT_NEAR(ev, r.loss, 1e-6 * std::abs(r.loss)) << ec.schedule << " rank " << rank << " step " << s;
+      }
+      groups->world().Barrier()->Wait();
+    });
+  }
+}
+
+}  // namespace
+}  // namespace zeropp
