@@ -80,10 +80,19 @@ int Main(int argc, char** argv) {
   const double t_big_all = MaxOverRanks(groups->world(), t_big);
   cost.inter.bytes_per_s = big / std::max(1e-9, t_big_all - cost.inter.alpha_s);
   cost.activation_bytes = static_cast<double>(act_bytes);
+  {
+    // Local copy rate: a gather writes the whole chunk into its unsharded buffer.
+    at::Tensor src = at::ones({big / 4}), dst = at::empty({big / 4});
+    dst.copy_(src);
+    const auto c0 = Clock::now();
+    for (int i = 0; i < 10; ++i) dst.copy_(src);
+    const double t_copy = std::chrono::duration<double>(Clock::now() - c0).count() / 10;
+    cost.copy_bytes_per_s = big / std::max(1e-9, MaxOverRanks(groups->world(), t_copy));
+  }
   if (lead) {
-    std::printf("# pipeline bench: %s, pp=%d, micro-batch %lld x %lld tokens, m=%lld; p2p alpha %.0f us, beta %.2f GB/s\n",
+    std::printf("# pipeline bench: %s, pp=%d, micro-batch %lld x %lld tokens, m=%lld; p2p alpha %.0f us, beta %.2f GB/s, copy %.2f GB/s\n",
                 g.ToString().c_str(), pp, (long long)b, (long long)g.context, (long long)m, cost.inter.alpha_s * 1e6,
-                cost.inter.bytes_per_s / 1e9);
+                cost.inter.bytes_per_s / 1e9, cost.copy_bytes_per_s / 1e9);
     std::printf("# %-18s %9s %9s %8s %8s %8s %9s %9s %10s %9s %8s %8s\n", "schedule", "tok/s", "step_s", "bubble", "formula",
                 "sim_bub", "sim_step", "step/sim", "MB/step", "act_peak", "work_s", "heap_MB");
   }
@@ -115,6 +124,12 @@ int Main(int argc, char** argv) {
     EngineOptions eo;
     eo.adamw.lr = 1e-3f;
     scheduler::PipelineExecutor ex(model.ptr(), *groups, eo, po);
+    double my_param_bytes = 0;  // this rank's parameters, all chunks, in compute dtype
+    for (int k = 0; k < ex.engine().num_units(); ++k) {
+      const auto* f = ex.engine().unit(k).flat();
+      if (f && ex.stage_of_unit(k) % pp == env.rank) my_param_bytes += static_cast<double>(f->padded_numel()) * 4;
+    }
+    const double stage_param_bytes = SumOverRanks(groups->world(), my_param_bytes) / pp;
     double step_s = 0, bytes = 0;
     for (int s = 0; s <= steps; ++s) {
       std::vector<at::Tensor> xs(m), ys(m);
@@ -181,6 +196,7 @@ int Main(int argc, char** argv) {
       c.backward_weight_s = (bi_mean > 0 ? w_mean : b_mean / 2) * run.v;
       c.first_stage_whole_backward = whole_first;
       c.rank_compute_scale = scales;
+      c.stage_param_bytes = stage_param_bytes;
       c.optimizer_s = opt_mean;
       const scheduler::Schedule& sch = ex.schedule();
       scheduler::SimResult sim = scheduler::Simulate(sch, c);

@@ -23,7 +23,8 @@ std::string SimResult::ChromeTraceJson() const { return scheduler::ChromeTraceJs
 SimResult Simulate(const Schedule& s, const CostModel& cost) {
   const int pp = static_cast<int>(s.ranks.size());
   const double per_chunk = 1.0 / s.v;
-  const double gather_bytes = s.v > 0 ? cost.stage_param_bytes / s.v * (cost.zero - 1) / std::max(1, cost.zero) : 0;
+  const double chunk_bytes = s.v > 0 ? cost.stage_param_bytes / s.v : 0;
+  const double gather_bytes = chunk_bytes * (cost.zero - 1) / std::max(1, cost.zero);
   struct R {
     size_t pc = 0;
     double t = 0, comm_t = 0, busy = 0;
@@ -74,7 +75,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         bool blocked = false;
         switch (a.kind) {
           case ActionKind::kGather:
-            x.gather_ready[a.chunk] = on_comm(cost.intra.Time(gather_bytes), &x.gather_bytes, gather_bytes);
+            x.gather_ready[a.chunk] = on_comm(cost.intra.Time(gather_bytes) + chunk_bytes / cost.copy_bytes_per_s,
+                                              &x.gather_bytes, gather_bytes);
             break;
           case ActionKind::kReduceGrad:
             on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);

@@ -43,6 +43,8 @@ struct CostModel {
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype
   int zero = 1;                     // ranks sharing a stage (ZeRO-3 group)
   Link intra;                       // inside a stage (gathers, reduce-scatters)
+  // A gather also writes the whole chunk into its unsharded buffer (the only cost when zero=1).
+  double copy_bytes_per_s = 1e300;
   Link inter;                       // between stages (activations, gradients)
 };
 
