@@ -1,11 +1,12 @@
 #include "scheduler/pipeline_executor.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
-#include <malloc.h>
-#include <tuple>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -391,7 +392,7 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
           } else {
             auto& rv = im.grad_recv.at(cm);
             rv.second->Wait();
-          waited("wait-recv", "p2p");
+            waited("wait-recv", "p2p");
             g = rv.first;
             im.grad_recv.erase(cm);
           }

@@ -81,7 +81,8 @@ class PipelineExecutor {
   // Full values of this rank's parameters (collective over the zero group).
   std::vector<std::pair<std::string, at::Tensor>> FullParameters() { return engine_->FullParameters(); }
   const Schedule& schedule() const { return schedule_; }
-  // The last step's actions on this rank (track = global rank), seconds from the step's start.
+  // The last Step's (or Evaluate's) actions on this rank (track = global rank), seconds from its
+  // start; waits for gathers and transfers and recomputed forwards (R) are events of their own.
   const std::vector<TraceEvent>& trace() const { return trace_; }
   Engine& engine() { return *engine_; }
   const BackwardSplitStats& split_stats() const { return split_stats_; }
