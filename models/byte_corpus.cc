@@ -46,6 +46,12 @@ ByteCorpus ByteCorpus::FromDirectory(const std::string& dir, int64_t min_bytes) 
   return ByteCorpus(std::move(bytes));
 }
 
+std::pair<ByteCorpus, ByteCorpus> ByteCorpus::SplitTail(double fraction) const {
+  const auto cut = static_cast<size_t>(static_cast<double>(bytes_.size()) * (1.0 - fraction));
+  return {ByteCorpus(std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(cut))),
+          ByteCorpus(std::vector<uint8_t>(bytes_.begin() + static_cast<std::ptrdiff_t>(cut), bytes_.end()))};
+}
+
 void ByteCorpus::MicroBatch(int64_t step, int64_t micro, int64_t dp_rank, int64_t dp_size,
                             int64_t micro_batch, int64_t num_micro, int64_t context, uint64_t seed,
                             at::Tensor* inputs, at::Tensor* targets) const {

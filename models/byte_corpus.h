@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +30,8 @@ class ByteCorpus {
                   int64_t num_micro, int64_t context, uint64_t seed, at::Tensor* inputs,
                   at::Tensor* targets) const;
   int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
+  // The first (1 - fraction) of the stream and the held-out rest, e.g. for evaluation.
+  std::pair<ByteCorpus, ByteCorpus> SplitTail(double fraction) const;
 
  private:
   std::vector<uint8_t> bytes_;

@@ -103,3 +103,35 @@ INSTANTIATE_TEST_SUITE_P(Cases, EngineParityTest, ::testing::ValuesIn(Cases()),
 
 }  // namespace
 }  // namespace zeropp
+
+namespace zeropp {
+namespace {
+
+// Evaluate is forward only: on a batch it gives the loss the next Step reports on that batch
+// (computed before the update), the same twice in a row, on every rank, for ZeRO-3 and a hybrid.
+TEST(EngineEvalTest, EvaluateMatchesTheStepLoss) {
+  for (const ParallelConfig& cfg : {ParallelConfig{1, 2, 1, DpMode::kDp}, ParallelConfig{1, 2, 2, DpMode::kZero1}}) {
+    const int n = cfg.WorldSize();
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
+    testing::RunRanks(n, [&](int rank, const auto& store) {
+      auto groups = ProcessGroups::CreateWithStore(store, rank, n, cfg, {});
+      Engine engine(models[rank].ptr(), *groups, testing::BaseOptions());
+      auto loss_fn = [](const at::Tensor& o, const at::Tensor& t) {
+        return testing::Loss(testing::ModelKind::kGpt, o, t);
+      };
+      for (int s = 0; s < 3; ++s) {
+        std::vector<at::Tensor> xs(2), ys(2);
+        for (int mb = 0; mb < 2; ++mb) testing::MakeBatch(testing::ModelKind::kGpt, s, mb, rank, &xs[mb], &ys[mb]);
+        const double ev = engine.Evaluate(xs, ys, loss_fn);
+        EXPECT_EQ(engine.Evaluate(xs, ys, loss_fn), ev) << "rank " << rank << " step " << s;
+        const StepResult r = engine.Step(xs, ys, loss_fn);
+        EXPECT_NEAR(ev, r.loss, 1e-6 * std::abs(r.loss)) << "rank " << rank << " step " << s;
+      }
+      groups->world().Barrier()->Wait();
+    });
+  }
+}
+
+}  // namespace
+}  // namespace zeropp

@@ -12,13 +12,21 @@ pass() { echo "PASS: $1"; PASSES=$((PASSES + 1)); }
 fail() { echo "FAIL: $1"; FAILS=$((FAILS + 1)); }
 
 out="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --steps 30 --width 32 --depth 2 --heads 2 --context 16 \
-  --micro-batch 4 --lr 0.01 --log-every 10 --metrics "$WORK/m.jsonl" 2>&1)"; rc=$?
+  --micro-batch 4 --lr 0.01 --log-every 10 --metrics "$WORK/m.jsonl" --eval-every 10 2>&1)"; rc=$?
 done_line="$(grep -oP 'DONE steps=\S+ first_loss=\S+ last_loss=\S+ tokens_per_s=\S+ peak_rss_mb=\S+$' <<<"$out")"
 first=$(grep -oP '(?<=first_loss=)[0-9.]+' <<<"$done_line"); last=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$done_line")
 if [[ $rc -eq 0 && -n "$done_line" ]] && awk -v f="$first" -v l="$last" 'BEGIN{exit !(l < f - 1.0)}'; then
   pass "2-rank training: $done_line"
 else
   fail "2-rank training rc=$rc: $out"
+fi
+# Held-out loss every 10 steps (the last 5% of the corpus, never trained on), falling.
+evals=$(grep -oP '(?<=EVAL step=)[0-9]+ loss=[0-9.]+' <<<"$out")
+first_eval=$(head -1 <<<"$evals" | grep -oP '(?<=loss=)[0-9.]+'); last_eval=$(tail -1 <<<"$evals" | grep -oP '(?<=loss=)[0-9.]+')
+if [[ $(wc -l <<<"$evals") -eq 3 ]] && awk -v f="$first_eval" -v l="$last_eval" 'BEGIN{exit !(l < f)}'; then
+  pass "3 held-out evaluations, falling: $(tr '\n' ' ' <<<"$evals")"
+else
+  fail "held-out evaluations: $evals"
 fi
 lines=$(grep -c '^{"step":[0-9]*,"loss":' "$WORK/m.jsonl" 2>/dev/null || echo 0)
 if [[ "$lines" -eq 30 ]]; then pass "30 metrics lines"; else fail "metrics lines: $lines"; fi
@@ -38,11 +46,13 @@ else
 fi
 # The ZeroPP pipeline: pp=2 stages x zero=2 on 4 processes, 2 chunks per rank, units of 2.
 out="$("$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" --steps 20 --width 32 --depth 2 --heads 2 --context 16 \
-  --micro-batch 2 --lr 0.01 --log-every 10 --pp 2 --schedule zeropp --chunks 2 --microbatches 4 --unit-size 2 2>&1)"; rc=$?
+  --micro-batch 2 --lr 0.01 --log-every 10 --pp 2 --schedule zeropp --chunks 2 --microbatches 4 --unit-size 2 \
+  --eval-every 10 --eval-batches 8 2>&1)"; rc=$?
 done_line="$(grep -oP 'DONE steps=\S+ first_loss=\S+ last_loss=\S+ tokens_per_s=\S+ peak_rss_mb=\S+$' <<<"$out")"
 first=$(grep -oP '(?<=first_loss=)[0-9.]+' <<<"$done_line"); last=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$done_line")
 if [[ $rc -eq 0 && "$out" == *"schedule zeropp v=2 m=4 U=2"* ]] && awk -v f="$first" -v l="$last" 'BEGIN{exit !(l < f - 1.0)}'; then
   pass "ZeroPP pp=2 x zero=2 training: $done_line"
+  if [[ $(grep -c 'EVAL step=' <<<"$out") -eq 2 ]]; then pass "ZeroPP held-out evaluations"; else fail "ZeroPP evals: $out"; fi
 else
   fail "ZeroPP training rc=$rc: $out"
 fi
@@ -52,6 +62,14 @@ if [[ $rc -ne 0 && "$out" == *"zeropp: unit 0 has 1 micro-batches (m(4) split by
   pass "ZeroPP unit smaller than pp refused"
 else
   fail "ZeroPP bad unit: rc=$rc $out"
+fi
+
+out="$("$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" --steps 2 --width 32 --depth 2 --heads 2 --pp 2 --schedule zeropp \
+  --microbatches 4 --unit-size 2 --eval-every 1 --eval-batches 6 2>&1)"; rc=$?
+if [[ $rc -ne 0 && "$out" == *"eval-batches: got 6, expected a multiple of microbatches (4) with pp > 1"* ]]; then
+  pass "pipeline eval batches not a whole step refused"
+else
+  fail "pipeline eval batches: rc=$rc $out"
 fi
 
 echo "$PASSES passed, $FAILS failed"

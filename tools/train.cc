@@ -11,10 +11,13 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "benchmarks/loopback_bound.h"
@@ -56,11 +59,11 @@ int Main(int argc, char** argv) {
     }
   }
   // The main job: ZeroPP, pp=2 stages x zero=2 (ZeRO-3 inside each stage) on 4 ranks, 2 chunks per
-  // rank, 4 micro-batches per step in scheduling units of 2.
+  // rank, 4 micro-batches per step in scheduling units of 2; held-out loss every 100 steps.
   if (demo) {
     rest.insert(rest.begin(), {"--steps", "300", "--log-every", "20", "--lr", "4e-3", "--pp", "2", "--schedule",
                                "zeropp", "--chunks", "2", "--microbatches", "4", "--unit-size", "2",
-                               "--micro-batch", "4"});
+                               "--micro-batch", "4", "--eval-every", "100", "--eval-batches", "8"});
   }
   DistEnv env = DistEnv::FromEnvironment();
   tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
@@ -74,6 +77,9 @@ int Main(int argc, char** argv) {
   const bool lead = env.rank == 0;
 
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
+  // With evaluation on, the last 5% of the stream is held out: training never sees it.
+  models::ByteCorpus held_out(std::vector<uint8_t>{});
+  if (cfg.eval_every > 0) std::tie(corpus, held_out) = corpus.SplitTail(0.05);
   torch::manual_seed(cfg.seed);
   auto model = models::MakeGpt(cfg.gpt);
   // pp = 1: the ZeRO-3 engine drives its units itself; pp > 1: the pipeline executor runs the
@@ -105,6 +111,32 @@ int Main(int argc, char** argv) {
     return at::cross_entropy_loss(out.reshape({-1, vocab}).to(at::kFloat), target.reshape({-1}));
   };
   double first_loss = 0, last_loss = 0;
+  // Held-out loss: the same windows every time (step index -1 of the held-out stream).
+  auto evaluate = [&](int64_t step) {
+    const int64_t nb = cfg.eval_batches;
+    std::vector<at::Tensor> xs(nb), ys(nb);
+    for (int64_t m = 0; m < nb; ++m) {
+      held_out.MicroBatch(0, m, dp_rank, dp_size, cfg.micro_batch, nb, cfg.gpt.context, cfg.seed, &xs[m], &ys[m]);
+    }
+    double loss;
+    if (pipe) {
+      // The pipeline evaluates a step's worth of micro-batches at a time.
+      const int64_t per = cfg.microbatches;
+      loss = 0;
+      int64_t rounds = 0;
+      for (int64_t b0 = 0; b0 + per <= nb; b0 += per, ++rounds) {
+        std::vector<at::Tensor> bx(xs.begin() + b0, xs.begin() + b0 + per), by(ys.begin() + b0, ys.begin() + b0 + per);
+        loss += pipe->Evaluate(bx, by, loss_fn);
+      }
+      loss /= static_cast<double>(std::max<int64_t>(rounds, 1));
+    } else {
+      loss = engine.Evaluate(xs, ys, loss_fn);
+    }
+    if (lead) {
+      std::printf("EVAL step=%lld loss=%.4f ppl=%.2f\n", (long long)step, loss, std::exp(loss));
+      std::fflush(stdout);
+    }
+  };
   const bool offloading = cfg.engine.offload.optimizer != "none" || cfg.engine.offload.params != "none" ||
                           cfg.engine.offload.activations != "none";
   offload::SwapStats io_before = engine.Memory().io;
@@ -153,6 +185,7 @@ int Main(int argc, char** argv) {
     }
     io_before = engine.Memory().io;
     t_step = std::chrono::steady_clock::now();
+    if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps)) evaluate(step + 1);
     if (metrics.is_open()) {
       metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
               << ",\"tokens_per_s\":" << tps << ",\"bytes_sent\":" << (r.zero_comm.TotalSent() + r.dp_comm.TotalSent())

@@ -116,6 +116,8 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"metrics", {false, [&](const std::string& v) { c.metrics = v; }}},
       {"bench-warmup", {false, [&](const std::string& v) { c.bench_warmup = i64("bench-warmup", v, 0); }}},
       {"log-every", {false, [&](const std::string& v) { c.log_every = i64("log-every", v, 1); }}},
+      {"eval-every", {false, [&](const std::string& v) { c.eval_every = i64("eval-every", v, 0); }}},
+      {"eval-batches", {false, [&](const std::string& v) { c.eval_batches = i64("eval-batches", v, 1); }}},
       {"vocab", {false, [&](const std::string& v) { c.gpt.vocab = i64("vocab", v, 1); }}},
       {"context", {false, [&](const std::string& v) { c.gpt.context = i64("context", v, 1); }}},
       {"width", {false, [&](const std::string& v) { c.gpt.width = i64("width", v, 1); }}},
@@ -170,6 +172,11 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
     }
   }
   c.pipeline.microbatches = static_cast<int>(c.microbatches);
+  if (c.eval_every > 0 && c.parallel.pp > 1 && c.eval_batches % c.microbatches != 0) {
+    throw std::invalid_argument("eval-batches: got " + std::to_string(c.eval_batches) + ", expected a multiple of " +
+                                "microbatches (" + std::to_string(c.microbatches) +
+                                ") with pp > 1: the pipeline evaluates whole steps");
+  }
   c.gpt.Validate();
   std::string err = c.engine.Validate();
   if (!err.empty()) throw std::invalid_argument("engine options: " + err);

@@ -31,6 +31,8 @@ struct TrainConfig {
   std::string data_dir = "/usr/share/common-licenses";
   std::string metrics;         // JSON-lines file written by rank 0 ("" = none)
   int64_t log_every = 1;
+  int64_t eval_every = 0;      // > 0: every N steps (and at the end) evaluate on held-out text
+  int64_t eval_batches = 4;    // micro-batches per rank per evaluation
   int threads = 1;             // intra-op threads per rank
   int64_t bench_warmup = 0;    // > 0: time only the steps after these, print a BENCH line
   bool zero_set = false;

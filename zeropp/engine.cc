@@ -504,6 +504,37 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
   }
 }
 
+double Engine::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                        const LossFn& loss_fn) {
+  if (inputs.empty() || inputs.size() != targets.size()) {
+    throw std::invalid_argument(absl::StrCat(Where(), " Engine::Evaluate: got ", inputs.size(), " inputs and ",
+                                             targets.size(), " targets, expected the same number >= 1"));
+  }
+  if (owns_) {
+    throw std::logic_error(absl::StrCat(Where(), " Engine::Evaluate: this engine holds one pipeline stage; use "
+                                        "PipelineExecutor::Evaluate"));
+  }
+  c10::NoGradGuard no_grad;
+  const int k_units = num_units();
+  double loss_sum = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    at::Tensor x = inputs[i];
+    for (int k = 0; k < k_units; ++k) {
+      Require(k);
+      Prefetch(k, +1);
+      x = RunUnit(k, x);
+      if (k + 1 < k_units) {
+        std::vector<int> keep = units_[k + 1]->deps();
+        keep.push_back(k + 1);
+        ReleaseExcept(keep);
+      }
+    }
+    loss_sum += loss_fn(x, targets[i]).item<double>() / static_cast<double>(inputs.size());
+  }
+  ReleaseExcept({});
+  return SumOverRanks(groups_.world(), loss_sum) / groups_.world().size();
+}
+
 StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                         const LossFn& loss_fn) {
   if (inputs.empty() || inputs.size() != targets.size()) {

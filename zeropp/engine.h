@@ -105,6 +105,12 @@ class Engine {
   StepResult Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                   const LossFn& loss_fn);
 
+  // The mean loss over the micro-batches and data-parallel ranks, forward only: units are
+  // gathered (with prefetch) and released as in Step's forward, no gradient or optimizer state is
+  // touched. Collective; every rank gets the same value.
+  double Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                  const LossFn& loss_fn);
+
   // Full fp32 values of every unique parameter, in the model's named_parameters order.
   // Collective over the zero group.
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
