@@ -14,8 +14,10 @@
 // only and W later the weight gradients (split_backward.h), from saved activations and gradients,
 // so W may run after the chunk's weights were released, as ZeroPP's deferred W's do; ReduceGrad
 // reduce-scatters the chunk's gradients; OptimizerStep finishes the step (replicas, global-norm
-// clipping over all stages, AdamW). The first virtual stage's input needs no gradient, so its Bi
-// runs the whole backward and its W's are empty (as in zero-bubble pipelines).
+// clipping over all stages, AdamW). The first virtual stage's input (token ids) needs no gradient:
+// its graph is cut after its first unit, so Bi computes the gradient at the cut plus the first
+// unit's backward and W the rest; a first stage of one unit runs its whole backward in Bi.
+// Gradient receives are posted right after the forward whose output they belong to.
 //
 // Tied parameters across stages (embedding on the first stage, LM head on the last): both stages
 // hold the tensor; their unsharded gradients are summed between the two ranks before reduction,
