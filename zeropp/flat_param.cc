@@ -42,7 +42,8 @@ void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* 
   master_ = swap != nullptr ? mine : mine.clone();
   shard_ = master_is_shard() ? master_ : master_.to(param_dtype_);
   if (swap == nullptr) grad_shard_ = at::zeros({shard_numel_}, at::TensorOptions().dtype(reduce_dtype_));
-  full_ = at::empty({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
+  full_is_shard_ = zero_size_ == 1 && swap == nullptr;
+  full_ = full_is_shard_ ? shard_ : at::empty({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
   c10::NoGradGuard no_grad;
   for (auto& e : entries_) {
     e.param.set_data(full_.narrow(0, e.offset, e.numel).view(e.shape));
@@ -101,9 +102,13 @@ void FlatParam::AccumulateGradShard(const at::Tensor& reduced) {
   ReleaseGradShard(/*dirty=*/true);
 }
 
-void FlatParam::AllocateFull() { ResizeStorageBytes(full_, static_cast<size_t>(full_bytes())); }
+void FlatParam::AllocateFull() {
+  if (!full_is_shard_) ResizeStorageBytes(full_, static_cast<size_t>(full_bytes()));
+}
 
-void FlatParam::FreeFull() { ResizeStorageBytes(full_, 0); }
+void FlatParam::FreeFull() {
+  if (!full_is_shard_) ResizeStorageBytes(full_, 0);
+}
 
 void FlatParam::AllocateGradFull() {
   grad_full_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(param_dtype_));

@@ -68,6 +68,9 @@ class FlatParam {
   // Re-allocates the full buffer's storage (contents undefined until the all-gather lands).
   void AllocateFull();
   void FreeFull();
+  // A group of one rank without parameter offload: the full buffer is the shard itself (as
+  // FSDP's NO_SHARD), so a gather copies nothing and a release frees nothing.
+  bool full_is_shard() const { return full_is_shard_; }
 
   // Zeroed full gradient buffer; binds each trainable parameter's .grad to its view.
   void AllocateGradFull();
@@ -115,6 +118,7 @@ class FlatParam {
   offload::SwapManager* swap_ = nullptr;
   int shard_id_ = -1, master_id_ = -1, grad_id_ = -1;
   bool grad_written_ = false;
+  bool full_is_shard_ = false;
 };
 
 }  // namespace zeropp

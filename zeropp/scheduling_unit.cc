@@ -33,7 +33,7 @@ void SchedulingUnit::Expect(ShardState expected, const char* transition) const {
 
 void SchedulingUnit::Unshard(Communicator& zero) {
   Expect(ShardState::kSharded, "Unshard");
-  if (flat_) {
+  if (flat_ && !flat_->full_is_shard()) {
     flat_->AllocateFull();
     gather_ = zero.AllGather(flat_->full(), flat_->AcquireShard());
     ++gathers_;
