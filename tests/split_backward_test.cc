@@ -11,11 +11,11 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/equal.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
-#include <ATen/ops/equal.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
