@@ -12,7 +12,7 @@ for n in ${ZPP_PIPELINE_NPROC:-4 2}; do
   dir="$OUT/pp$n"
   mkdir -p "$dir"
   bazel-bin/tools/launcher --nproc-per-node "$n" -- bazel-bin/benchmarks/pipeline_bench --out "$dir" \
-    --steps "${ZPP_BENCH_STEPS:-3}" | sed 's/^\[rank 0\] //'
+    --steps "${ZPP_BENCH_STEPS:-8}" | sed 's/^\[rank 0\] //'
   for f in "$dir"/*.rank0.json; do
     tag="$(basename "$f" .rank0.json)"
     python3 tools/timeline.py "$dir/$tag".rank*.json -o "$dir/$tag.png" --title "$tag pp=$n measured" >/dev/null

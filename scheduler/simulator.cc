@@ -75,8 +75,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         bool blocked = false;
         switch (a.kind) {
           case ActionKind::kGather:
-            x.gather_ready[a.chunk] = on_comm(cost.intra.Time(gather_bytes) + chunk_bytes / cost.copy_bytes_per_s,
-                                              &x.gather_bytes, gather_bytes);
+            x.gather_ready[a.chunk] =
+                on_comm(cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes / cost.copy_bytes_per_s : 0.0,
+                        &x.gather_bytes, gather_bytes);
             break;
           case ActionKind::kReduceGrad:
             on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);

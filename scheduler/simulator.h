@@ -43,7 +43,8 @@ struct CostModel {
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype
   int zero = 1;                     // ranks sharing a stage (ZeRO-3 group)
   Link intra;                       // inside a stage (gathers, reduce-scatters)
-  // A gather also writes the whole chunk into its unsharded buffer (the only cost when zero=1).
+  // A gather also writes the whole chunk into its unsharded buffer (with zero=1 the shard is the
+  // full buffer and a gather costs nothing, as in FlatParam).
   double copy_bytes_per_s = 1e300;
   Link inter;                       // between stages (activations, gradients)
 };
