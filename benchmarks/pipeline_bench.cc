@@ -172,16 +172,9 @@ int Main(int argc, char** argv) {
     const double bi_mean = mean(bi_sum, bi_n), w_mean = mean(w_sum, w_n);
     const double busy_all = SumOverRanks(groups->world(), busy);
     // Each rank's compute relative to the mean (unbalanced stages), for the simulator.
-    std::vector<double> scales(pp, 1.0);
-    {
-      at::Tensor all = at::zeros({pp}, at::TensorOptions().dtype(at::kDouble));
-      all.data_ptr<double>()[env.rank] = busy;
-      groups->world().AllReduce(all, ReduceOp::kSum)->Wait();
-      const double* per_rank = all.data_ptr<double>();
-      double mean_busy = 0;
-      for (int r = 0; r < pp; ++r) mean_busy += per_rank[r] / pp;
-      for (int r = 0; r < pp; ++r) scales[r] = mean_busy > 0 ? per_rank[r] / mean_busy : 1.0;
-    }
+    std::vector<double> scales = GatherScalar(groups->world(), busy);
+    const double mean_busy = busy_all / pp;
+    for (double& x : scales) x = mean_busy > 0 ? x / mean_busy : 1.0;
     const double heap_peak = MaxOverRanks(groups->world(), static_cast<double>(ex.split_stats().heap_peak_growth));
     const double opt_mean = SumOverRanks(groups->world(), opt) / pp;
     const double trace_step = MaxOverRanks(groups->world(), ex.trace().empty() ? 0 : ex.trace().back().end_s);

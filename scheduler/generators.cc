@@ -59,6 +59,19 @@ class RankBuilder {
   std::vector<Action>* out_;
 };
 
+// The 1F1B shape shared by 1F1B, interleaved, ZB-H1 and ZeroPP: `warm` forwards, then one forward
+// and one backward per step, then the remaining backwards. backward(k, steady) gets the
+// backward's index and whether it was paired with a forward.
+template <typename Forward, typename Backward>
+void WarmSteadyCool(int warm, int total, Forward forward, Backward backward) {
+  for (int k = 0; k < warm; ++k) forward(k);
+  for (int k = 0; k < total - warm; ++k) {
+    forward(warm + k);
+    backward(k, true);
+  }
+  for (int k = std::max(total - warm, 0); k < total; ++k) backward(k, false);
+}
+
 // Inserts gathers/releases for the baseline policies and the final reduce/optimizer actions.
 void AddGathersAndTail(Schedule* s, GatherPolicy policy) {
   for (auto& actions : s->ranks) {
@@ -145,13 +158,9 @@ Schedule OneFOneB(int pp, int m, const GenOptions& o) {
   Schedule s = Blank("1f1b", pp, 1, m, 0);
   for (int r = 0; r < pp; ++r) {
     RankBuilder b(pp, 1, r, &s.ranks[r]);
-    const int warm = std::min(pp - 1 - r, m);
-    for (int i = 0; i < warm; ++i) b.Forward(0, i);
-    for (int k = 0; k < m - warm; ++k) {
-      b.Forward(0, warm + k);
-      b.Backward(ActionKind::kBackward, 0, k);
-    }
-    for (int k = m - warm; k < m; ++k) b.Backward(ActionKind::kBackward, 0, k);
+    WarmSteadyCool(
+        std::min(pp - 1 - r, m), m, [&](int k) { b.Forward(0, k); },
+        [&](int k, bool) { b.Backward(ActionKind::kBackward, 0, k); });
   }
   return Finish(s, o, true);
 }
@@ -166,13 +175,9 @@ Schedule Interleaved(int pp, int v, int m, const GenOptions& o) {
   auto mbof = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
   for (int r = 0; r < pp; ++r) {
     RankBuilder b(pp, v, r, &s.ranks[r]);
-    const int warm = std::min((pp - r - 1) * 2 + (v - 1) * pp, total);
-    for (int k = 0; k < warm; ++k) b.Forward(fchunk(k), mbof(k));
-    for (int i = 0; i < total - warm; ++i) {
-      b.Forward(fchunk(warm + i), mbof(warm + i));
-      b.Backward(ActionKind::kBackward, bchunk(i), mbof(i));
-    }
-    for (int i = total - warm; i < total; ++i) b.Backward(ActionKind::kBackward, bchunk(i), mbof(i));
+    WarmSteadyCool(
+        std::min((pp - r - 1) * 2 + (v - 1) * pp, total), total, [&](int k) { b.Forward(fchunk(k), mbof(k)); },
+        [&](int k, bool) { b.Backward(ActionKind::kBackward, bchunk(k), mbof(k)); });
   }
   return Finish(s, o, true);
 }
@@ -182,23 +187,16 @@ Schedule ZbH1(int pp, int m, const GenOptions& o) {
   Schedule s = Blank("zb-h1", pp, 1, m, 0);
   for (int r = 0; r < pp; ++r) {
     RankBuilder b(pp, 1, r, &s.ranks[r]);
-    const int warm = std::min(pp - 1 - r, m);
     std::vector<int> deferred;
-    for (int i = 0; i < warm; ++i) b.Forward(0, i);
-    for (int k = 0; k < m - warm; ++k) {
-      b.Forward(0, warm + k);
+    WarmSteadyCool(std::min(pp - 1 - r, m), m, [&](int k) { b.Forward(0, k); }, [&](int k, bool steady) {
       b.Backward(ActionKind::kBackwardInput, 0, k);
       // Rank r keeps the first r weight passes for the cool-down, where it would otherwise wait.
-      if (k >= r) {
-        b.Emit(ActionKind::kBackwardWeight, 0, k);
-      } else {
+      if (steady && k < r) {
         deferred.push_back(k);
+      } else {
+        b.Emit(ActionKind::kBackwardWeight, 0, k);
       }
-    }
-    for (int k = m - warm; k < m; ++k) {
-      b.Backward(ActionKind::kBackwardInput, 0, k);
-      b.Emit(ActionKind::kBackwardWeight, 0, k);
-    }
+    });
     for (int k : deferred) b.Emit(ActionKind::kBackwardWeight, 0, k);
   }
   return Finish(s, o, true);
@@ -240,7 +238,6 @@ Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o) {
       const int un = static_cast<int>(mbs.size());
       const int n = un * v;
       const int warm = std::min(2 * (pp - 1 - r) + (v - 1) * un, n);
-      const int steady = n - warm;
       std::vector<std::pair<int, int>> stack;  // deferred W: (chunk, mb), LIFO
       std::vector<int> w_left(v, 0);           // W's still to run per chunk in this unit
       for (int c = 0; c < v; ++c) w_left[c] = un;
@@ -259,20 +256,14 @@ Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o) {
         b.Backward(ActionKind::kBackwardInput, c, mbs[step % un]);
         return std::make_pair(c, mbs[step % un]);
       };
-      for (int i = 0; i < warm; ++i) fwd(i);
-      for (int k = 0; k < steady; ++k) {
-        fwd(warm + k);
+      WarmSteadyCool(warm, n, fwd, [&](int k, bool steady) {
         auto done = bwd(k);
-        if (k > 2 * r) {
-          weight(done.first, done.second);
-        } else {
+        if (steady && k <= 2 * r) {
           stack.push_back(done);
+        } else {
+          weight(done.first, done.second);
         }
-      }
-      for (int k = steady; k < n; ++k) {
-        auto done = bwd(k);
-        weight(done.first, done.second);
-      }
+      });
       while (!stack.empty()) {
         weight(stack.back().first, stack.back().second);
         stack.pop_back();

@@ -376,9 +376,7 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
         ChunkRun run;
         if (schedule.Recompute(me, a.chunk)) {
           run = run_chunk(a.chunk, a.mb, im.x_in.at(cm));
-          const std::string label = a.ToString();
-          trace_.push_back({im.groups->rank(), "R" + label.substr(label.find_first_of("0123456789")), "compute", start,
-                            now()});
+          trace_.push_back({im.groups->rank(), a.RecomputeName(), "compute", start, now()});
           start = now();
         } else {
           run.y = im.out.at(cm);

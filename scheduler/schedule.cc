@@ -59,6 +59,8 @@ std::string Action::ToString() const {
   return s;
 }
 
+std::string Action::RecomputeName() const { return absl::StrCat("R", chunk, ".", mb); }
+
 Action Action::Parse(const std::string& token) {
   auto bad = [&](const std::string& why) {
     return std::invalid_argument(absl::StrCat("schedule: bad action '", token, "': ", why));

@@ -40,6 +40,8 @@ struct Action {
   int mb = -1;
   int peer = -1;
   std::string ToString() const;  // G0 X0 F0.3 B0.3 Bi0.3 W0.3 SA0.3>1 RA0.3<0 SG.. RG.. RS0 OPT
+  // The trace name of the forward a backward of a recomputed chunk runs again first: "R<c>.<mb>".
+  std::string RecomputeName() const;
   static Action Parse(const std::string& token);  // throws std::invalid_argument naming the token
   bool operator==(const Action& o) const {
     return kind == o.kind && chunk == o.chunk && mb == o.mb && peer == o.peer;

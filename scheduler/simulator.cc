@@ -63,7 +63,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         // A recomputed chunk runs its forward again at the start of B, before the gradient is
         // needed (the executor does the same, so the transfer overlaps it).
         auto recompute = [&] {
-          if (s.Recompute(r, a.chunk)) compute(cost.forward_s, "R" + name.substr(name.find_first_of("0123456789")), false);
+          if (s.Recompute(r, a.chunk)) compute(cost.forward_s, a.RecomputeName(), false);
         };
         auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
           double start = std::max(x.t, x.comm_t);

@@ -15,7 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "offload/offload_file.h"
 
 namespace zeropp {
 namespace {
@@ -58,53 +57,6 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, 
   SetUpOffload();
   InitializeShards();
   EstimateAndCheckBudget();
-}
-
-void Engine::SetUpOffload() {
-  const OffloadOptions& o = options_.offload;
-  if (o.optimizer == "none" && o.params == "none" && o.activations == "none") return;
-  // Refuse an unusable directory before anything is written or trained.
-  if (o.optimizer == "nvme" || o.params == "nvme" || o.activations == "nvme") {
-    try {
-      offload::OffloadFile::CheckDirectory(o.dir);
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: ", e.what()));
-    }
-  }
-  offload::IoOptions io;
-  io.queue_depth = o.queue_depth;
-  io_ = offload::IoEngine::Create(io);
-  host_pool_ = std::make_unique<offload::HostPool>(o.host_budget_bytes);
-  swap_ = std::make_unique<offload::SwapManager>(io_.get(), host_pool_.get(), o.dir);
-  if (o.optimizer != "none") optimizer_.SetSwap(swap_.get(), offload::ParseTier(o.optimizer));
-}
-
-void Engine::EstimateAndCheckBudget() {
-  if (options_.memory_budget_bytes <= 0) return;
-  // Resident bytes of the plan: model state not on nvme, the unsharded units that can be live at
-  // once (all of them without resharding after forward) and one unsharded gradient per live unit
-  // (every unit under no_sync), plus the host pool's budget when offloading.
-  MemoryStats m = Memory();
-  std::vector<int64_t> unit_bytes;
-  for (const auto& u : units_) unit_bytes.push_back(u->unsharded_bytes());
-  std::sort(unit_bytes.rbegin(), unit_bytes.rend());
-  int live = options_.max_live_units > 0 ? options_.max_live_units : 2 + options_.prefetch_depth;
-  if (!options_.reshard_after_forward) live = static_cast<int>(unit_bytes.size());
-  int64_t unsharded = 0;
-  for (int i = 0; i < live && i < static_cast<int>(unit_bytes.size()); ++i) unsharded += unit_bytes[i];
-  int64_t grads = 0;
-  const int grad_units = options_.no_sync ? static_cast<int>(unit_bytes.size()) : std::min<int>(2, unit_bytes.size());
-  for (int i = 0; i < grad_units; ++i) grads += unit_bytes[i];
-  const int64_t resident_state = m.ModelStateBytes() - m.nvme_bytes;
-  const int64_t pool = host_pool_ ? options_.offload.host_budget_bytes : 0;
-  const int64_t total = resident_state + unsharded + grads + pool;
-  if (total > options_.memory_budget_bytes) {
-    throw std::invalid_argument(absl::StrCat(
-        Where(), " memory budget: the plan needs about ", total, " bytes but memory_budget_bytes is ",
-        options_.memory_budget_bytes, " (resident model state ", resident_state, ", unsharded parameters ", unsharded,
-        " for ", live, " live units, unsharded gradients ", grads, ", host pool ", pool,
-        "); offload more (offload.params/optimizer = nvme), lower max_live_units or raise the budget"));
-  }
 }
 
 Engine::~Engine() {
@@ -310,32 +262,8 @@ void Engine::NoteUnshard(int u) {
   unsharded_peak_ = std::max(unsharded_peak_, unsharded_live_);
 }
 
-void Engine::OffloadActivation(int k, at::Tensor* saved) {
-  if (act_slot_.empty()) {
-    act_slot_.assign(num_units(), -1);
-    act_shape_.resize(num_units());
-  }
-  at::Tensor t = saved->detach().contiguous();
-  if (act_slot_[k] < 0 || act_shape_[k] != t.sizes().vec()) {
-    act_slot_[k] = swap_->Register(absl::StrCat("unit", k, ".input"), t, offload::ParseTier(options_.offload.activations));
-    act_shape_[k] = t.sizes().vec();
-  } else {
-    at::Tensor slot = swap_->Acquire(act_slot_[k], /*read=*/false);
-    slot.copy_(t);
-    swap_->Release(act_slot_[k], /*dirty=*/true);
-  }
-  *saved = at::Tensor();  // the only in-memory copy is released
-}
-
-at::Tensor Engine::FetchActivation(int k) {
-  at::Tensor t = swap_->Acquire(act_slot_[k]).clone();
-  swap_->Release(act_slot_[k], /*dirty=*/false);
-  return k == 0 || !t.is_floating_point() ? t : t.requires_grad_(true);
-}
-
 void Engine::Require(int k) {
-  std::vector<int> need = units_[k]->deps();
-  need.push_back(k);
+  std::vector<int> need = UnitAndDeps(k);
   for (int u : need) {
     if (units_[u]->state() != ShardState::kSharded) continue;
     if (options_.max_live_units > 0 && LiveUnits() >= options_.max_live_units) ReleaseExcept(need);
@@ -357,8 +285,7 @@ void Engine::Prefetch(int k, int direction) {
   for (int d = 1; d <= options_.prefetch_depth; ++d) {
     const int j = k + direction * d;
     if (j < 0 || j >= num_units()) return;
-    std::vector<int> need = units_[j]->deps();
-    need.push_back(j);
+    std::vector<int> need = UnitAndDeps(j);
     int sharded = 0;
     for (int u : need) sharded += units_[u]->state() == ShardState::kSharded ? 1 : 0;
     if (options_.max_live_units > 0 && LiveUnits() + sharded > options_.max_live_units) return;
@@ -374,6 +301,12 @@ void Engine::Prefetch(int k, int direction) {
       units_[next]->flat()->PrefetchShard();
     }
   }
+}
+
+std::vector<int> Engine::UnitAndDeps(int k) const {
+  std::vector<int> v = units_[k]->deps();
+  v.push_back(k);
+  return v;
 }
 
 void Engine::ReleaseExcept(const std::vector<int>& keep) {
@@ -442,8 +375,7 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
     // The last unit's backward follows at once; earlier recomputed units may park their input.
     if (options_.offload.activations != "none" && k + 1 < k_units) OffloadActivation(k, &unit_in[k]);
     if (options_.reshard_after_forward && k + 1 < k_units) {
-      std::vector<int> keep = units_[k + 1]->deps();
-      keep.push_back(k + 1);
+      std::vector<int> keep = UnitAndDeps(k + 1);
       ReleaseExcept(keep);
     }
   }
@@ -451,8 +383,7 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
   for (int k = k_units - 1; k >= 0; --k) {
     Require(k);
     Prefetch(k, -1);
-    std::vector<int> writers = units_[k]->deps();
-    writers.push_back(k);
+    std::vector<int> writers = UnitAndDeps(k);
     for (int u : writers) {
       FlatParam* f = units_[u]->flat();
       if (f && !f->has_grad_full()) {
@@ -487,15 +418,13 @@ void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, co
     }
     std::vector<int> keep;
     if (k > 0) {
-      keep = units_[k - 1]->deps();
-      keep.push_back(k - 1);
+      keep = UnitAndDeps(k - 1);
       // Without resharding after forward, units still ahead in backward stay gathered.
       if (!options_.reshard_after_forward) {
         for (int u = 0; u < k - 1; ++u) keep.push_back(u);
       }
     } else if (!last_micro) {
-      keep = units_[0]->deps();
-      keep.push_back(0);
+      keep = UnitAndDeps(0);
     }
     ReleaseExcept(keep);
   }
@@ -524,8 +453,7 @@ double Engine::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector
       Prefetch(k, +1);
       x = RunUnit(k, x);
       if (k + 1 < k_units) {
-        std::vector<int> keep = units_[k + 1]->deps();
-        keep.push_back(k + 1);
+        std::vector<int> keep = UnitAndDeps(k + 1);
         ReleaseExcept(keep);
       }
     }
@@ -676,27 +604,6 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& n : param_order_) out.emplace_back(n, by_name[n]);
   return out;
-}
-
-MemoryStats Engine::Memory() const {
-  MemoryStats s;
-  for (const auto& u : units_) {
-    const FlatParam* f = u->flat();
-    if (!f) continue;
-    s.param_shard_bytes += f->shard_bytes();
-    if (!f->master_is_shard()) s.master_bytes += f->shard_numel() * 4;
-    s.grad_shard_bytes += f->shard_numel() * static_cast<int64_t>(c10::elementSize(f->reduce_dtype()));
-  }
-  s.optim_state_bytes = optimizer_.state_bytes();
-  if (options_.offload.params == "nvme") s.nvme_bytes += s.param_shard_bytes + s.master_bytes + s.grad_shard_bytes;
-  if (options_.offload.optimizer == "nvme") s.nvme_bytes += s.optim_state_bytes;
-  if (host_pool_) s.host_pool_bytes = host_pool_->reserved();
-  if (swap_) s.io = swap_->stats();
-  s.unsharded_live_bytes = unsharded_live_;
-  s.unsharded_peak_bytes = unsharded_peak_;
-  s.grad_unsharded_live_bytes = grad_live_;
-  s.grad_unsharded_peak_bytes = grad_peak_;
-  return s;
 }
 
 }  // namespace zeropp

@@ -148,6 +148,8 @@ class Engine {
   void Require(int k);
   void Prefetch(int k, int direction);
   void ReleaseExcept(const std::vector<int>& keep);
+  // Unit k and the units whose tensors it uses: what must be gathered to run it.
+  std::vector<int> UnitAndDeps(int k) const;
   void ReduceGrad(int u);
   void FinishReductions(bool block);
   void NoteUnshard(int u);
