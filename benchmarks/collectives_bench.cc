@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/loopback_bound.h"
+#include "zeropp/cli/loopback_bound.h"
 #include "zeropp/backend_factory.h"
-#include "tools/cli_main.h"
+#include "zeropp/cli/cli_main.h"
 #include "zeropp/process_groups.h"
 
 namespace zeropp {
@@ -61,7 +61,7 @@ int Main(int argc, char** argv) {
                       native_opts);
   const bool lead = env.rank == 0;
   double loopback = 0;
-  if (lead) loopback = bench::MeasureLoopbackBytesPerSec(1ll << 30, 1 << 20);
+  if (lead) loopback = cli::MeasureLoopbackBytesPerSec(1ll << 30, 1 << 20);
   ring.Barrier()->Wait();
   if (lead) {
     std::printf("# zeropp collectives: %d ranks, backend %s, loopback TCP bound %.2f GB/s (1 stream)\n", n,
@@ -106,14 +106,14 @@ int Main(int argc, char** argv) {
                      const std::function<void()>& once, const std::function<int64_t()>& counted) {
     once();  // warm-up
     ring.Barrier()->Wait();
-    int64_t lo0 = bench::LoopbackTxBytes();
+    int64_t lo0 = cli::LoopbackTxBytes();
     int64_t c0 = counted();
     auto t0 = Clock::now();
     for (int k = 0; k < iters; ++k) once();
     double secs = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
     int64_t c1 = counted();
     ring.Barrier()->Wait();
-    int64_t lo1 = bench::LoopbackTxBytes();
+    int64_t lo1 = cli::LoopbackTxBytes();
     secs = MaxOverRanks(ring, secs);
     Row r{name, bytes, secs, bytes / secs * factor / 1e9, double(c1 - c0) / iters,
           double(lo1 - lo0) / iters / n};
@@ -182,4 +182,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeropp
 
-int main(int argc, char** argv) { return zeropp::tools::RunMain(argc, argv, zeropp::Main); }
+int main(int argc, char** argv) { return zeropp::cli::RunMain(argc, argv, zeropp::Main); }

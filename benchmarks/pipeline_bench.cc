@@ -21,10 +21,11 @@
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
 #include "scheduler/generators.h"
-#include "scheduler/pipeline_executor.h"
+#include "scheduler/runtime/executor.h"
+#include "zeropp/zeropp.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
-#include "tools/cli_main.h"
+#include "zeropp/cli/cli_main.h"
 #include "zeropp/process_groups.h"
 
 namespace zeropp {
@@ -114,19 +115,20 @@ int Main(int argc, char** argv) {
   for (const Run& run : runs) {
     torch::manual_seed(1);
     auto model = models::MakeGpt(g);
-    scheduler::PipelineOptions po;
-    po.schedule = run.name;
-    po.chunks = run.v;
-    po.microbatches = static_cast<int>(m);
-    po.unit_size = run.u;
-    po.split_backward = run.split;
-    po.measure_heap = true;
-    EngineOptions eo;
-    eo.adamw.lr = 1e-3f;
-    scheduler::PipelineExecutor ex(model.ptr(), *groups, eo, po);
+    TrainerOptions to;
+    to.layout = groups->config();
+    to.pipeline.schedule = ParsePipelineSchedule("schedule", run.name);
+    to.pipeline.chunks = run.v;
+    to.microbatches = static_cast<int>(m);
+    to.pipeline.unit_size = run.u;
+    to.pipeline.split_backward = run.split;
+    to.pipeline.measure_heap = true;
+    to.engine.adamw.lr = 1e-3f;
+    Trainer trainer(model.ptr(), *groups, to);
+    scheduler::Executor& ex = trainer.executor();
     double my_param_bytes = 0;  // this rank's parameters, all chunks, in compute dtype
-    for (int k = 0; k < ex.engine().num_units(); ++k) {
-      const auto* f = ex.engine().unit(k).flat();
+    for (int k = 0; k < trainer.engine().num_units(); ++k) {
+      const auto* f = trainer.engine().unit(k).flat();
       if (f && ex.stage_of_unit(k) % pp == env.rank) my_param_bytes += static_cast<double>(f->padded_numel()) * 4;
     }
     const double stage_param_bytes = SumOverRanks(groups->world(), my_param_bytes) / pp;
@@ -137,7 +139,7 @@ int Main(int argc, char** argv) {
       groups->world().Barrier()->Wait();
       auto t0 = Clock::now();
       const CommStats pp0 = groups->pp().Stats();
-      StepResult r = ex.Step(xs, ys, loss_fn);
+      StepResult r = trainer.Step(xs, ys, loss_fn);
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (s > 0) {
         step_s += MaxOverRanks(groups->world(), secs) / steps;
@@ -147,7 +149,7 @@ int Main(int argc, char** argv) {
     // Calibrate from the last step's trace: mean F, B, Bi and W time per chunk over all ranks
     // (when the first virtual stage holds one unit its Bi is a whole backward: see the cost model).
     int first_stage_units = 0;
-    for (int k = 0; k < ex.engine().num_units(); ++k) first_stage_units += ex.stage_of_unit(k) == 0 ? 1 : 0;
+    for (int k = 0; k < trainer.engine().num_units(); ++k) first_stage_units += ex.stage_of_unit(k) == 0 ? 1 : 0;
     const bool whole_first = run.split && first_stage_units < 2;
     double f_sum = 0, b_sum = 0, bi_sum = 0, w_sum = 0, busy = 0, opt = 0;
     int f_n = 0, b_n = 0, bi_n = 0, w_n = 0;
@@ -229,4 +231,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeropp
 
-int main(int argc, char** argv) { return zeropp::tools::RunMain(argc, argv, zeropp::Main); }
+int main(int argc, char** argv) { return zeropp::cli::RunMain(argc, argv, zeropp::Main); }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "models/gpt.h"
-#include "scheduler/split_backward.h"
+#include "scheduler/runtime/split_backward.h"
 
 namespace {
 

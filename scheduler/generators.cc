@@ -202,11 +202,111 @@ Schedule ZbH1(int pp, int m, const GenOptions& o) {
   return Finish(s, o, true);
 }
 
-Schedule Zero3(int m, const GenOptions& o) {
-  GenOptions z = o;
-  z.gather = GatherPolicy::kPerMicrobatch;
-  Schedule s = GPipe(1, m, z);
-  s.name = "zero3";
+Schedule Zero3(int m, const Zero3Plan& p, const GenOptions& o) {
+  const int k_units = p.units;
+  CheckCommon("zero3", 1, k_units, m);
+  Require(p.prefetch_depth >= 0, absl::StrCat("zero3: prefetch_depth(", p.prefetch_depth, ") must be >= 0"));
+  Require(p.max_live_units >= 0, absl::StrCat("zero3: max_live_units(", p.max_live_units, ") must be >= 0"));
+  Require(p.needs.empty() || static_cast<int>(p.needs.size()) == k_units,
+          absl::StrCat("zero3: needs has ", p.needs.size(), " entries, expected units(", k_units, ")"));
+  Schedule s = Blank("zero3", 1, k_units, m, 0);
+  s.needs = p.needs;
+  if (p.recompute) s.recompute.assign(1, std::vector<bool>(k_units, true));
+  auto need = [&](int k) {
+    std::vector<int> v = s.Needs(k);
+    for (int d : v) Require(d >= 0 && d < k_units && d != k, absl::StrCat("zero3: unit ", k, " needs unit ", d));
+    v.push_back(k);
+    return v;
+  };
+  size_t most = 0;
+  for (int k = 0; k < k_units; ++k) most = std::max(most, need(k).size());
+  const int cap = p.max_live_units;
+  Require(cap == 0 || cap >= static_cast<int>(most),
+          absl::StrCat("zero3: max_live_units(", cap, ") is below 1 + the most tied-parameter dependencies of a unit (",
+                       most, ")"));
+  Require(cap == 0 || p.reshard_after_forward || cap >= k_units,
+          absl::StrCat("zero3: reshard_after_forward=false keeps all ", k_units,
+                       " units unsharded until backward; max_live_units(", cap, ") must be 0 or >= ", k_units));
+  // The lowest-index unit among u and its users completes u's gradient.
+  std::vector<int> last_writer(k_units);
+  for (int u = 0; u < k_units; ++u) last_writer[u] = u;
+  for (int j = 0; j < k_units; ++j) {
+    for (int d : s.Needs(j)) last_writer[d] = std::min(last_writer[d], j);
+  }
+  auto& out = s.ranks[0];
+  std::vector<bool> live(k_units, false);
+  int n_live = 0;
+  auto emit = [&](ActionKind kind, int c, int mb = -1) { out.push_back(Action{kind, c, mb, -1}); };
+  auto contains = [](const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  auto release_except = [&](const std::vector<int>& keep) {
+    for (int u = 0; u < k_units; ++u) {
+      if (live[u] && !contains(keep, u)) {
+        emit(ActionKind::kRelease, u);
+        live[u] = false;
+        --n_live;
+      }
+    }
+  };
+  auto gather = [&](int u) {
+    emit(ActionKind::kGather, u);
+    live[u] = true;
+    ++n_live;
+  };
+  auto ensure = [&](int k) {
+    const std::vector<int> n = need(k);
+    for (int u : n) {
+      if (live[u]) continue;
+      if (cap > 0 && n_live >= cap) release_except(n);
+      gather(u);
+    }
+  };
+  auto prefetch = [&](int k, int dir) {
+    for (int d = 1; d <= p.prefetch_depth; ++d) {
+      const int j = k + dir * d;
+      if (j < 0 || j >= k_units) return;
+      const std::vector<int> n = need(j);
+      int sharded = 0;
+      for (int u : n) sharded += live[u] ? 0 : 1;
+      if (cap > 0 && n_live + sharded > cap) return;
+      for (int u : n) {
+        if (!live[u]) gather(u);
+      }
+    }
+  };
+  for (int mb = 0; mb < m; ++mb) {
+    const bool last_mb = mb == m - 1;
+    for (int k = 0; k < k_units; ++k) {
+      ensure(k);
+      prefetch(k, +1);
+      emit(ActionKind::kForward, k, mb);
+      if (p.reshard_after_forward && k + 1 < k_units) release_except(need(k + 1));
+    }
+    for (int k = k_units - 1; k >= 0; --k) {
+      ensure(k);
+      prefetch(k, -1);
+      emit(ActionKind::kBackward, k, mb);
+      if (!p.no_sync) {
+        for (int u = 0; u < k_units; ++u) {
+          if (last_writer[u] == k) emit(ActionKind::kReduceGrad, u);
+        }
+      }
+      std::vector<int> keep;
+      if (k > 0) {
+        keep = need(k - 1);
+        // Without resharding after forward, units still ahead in backward stay gathered.
+        if (!p.reshard_after_forward) {
+          for (int u = 0; u < k - 1; ++u) keep.push_back(u);
+        }
+      } else if (!last_mb) {
+        keep = need(0);
+      }
+      release_except(keep);
+    }
+  }
+  if (p.no_sync) {
+    for (int u = 0; u < k_units; ++u) emit(ActionKind::kReduceGrad, u);
+  }
+  emit(ActionKind::kOptimizerStep, -1);
   return s;
 }
 
@@ -288,16 +388,24 @@ Schedule ForwardOnly(const Schedule& s) {
                         a.kind == ActionKind::kRecvAct;
       if (keep) kept.push_back(a);
     }
-    // Drop a gather whose chunk no forward uses before its release (or the end), and that release.
+    // Drop a gather whose chunk no forward uses (itself, or through needs) before its release (or
+    // the end), and that release.
+    auto uses = [&](const Action& a, int c) {
+      if (a.kind != ActionKind::kForward) return false;
+      const auto& n = f.Needs(a.chunk);
+      return a.chunk == c || std::find(n.begin(), n.end(), c) != n.end();
+    };
     std::vector<bool> drop(kept.size(), false);
     for (size_t i = 0; i < kept.size(); ++i) {
       if (kept[i].kind != ActionKind::kGather) continue;
+      const int c = kept[i].chunk;
       size_t j = i + 1;
-      while (j < kept.size() && !(kept[j].chunk == kept[i].chunk && (kept[j].kind == ActionKind::kForward ||
-                                                                     kept[j].kind == ActionKind::kRelease))) {
+      bool used = false;
+      while (j < kept.size() && !(kept[j].kind == ActionKind::kRelease && kept[j].chunk == c)) {
+        used = used || uses(kept[j], c);
         ++j;
       }
-      if (j < kept.size() && kept[j].kind == ActionKind::kForward) continue;
+      if (used) continue;
       drop[i] = true;
       if (j < kept.size()) drop[j] = true;
     }
@@ -319,7 +427,7 @@ Schedule Generate(const std::string& name, int pp, int v, int m, int u, const Ge
   if (name == "zb-h1") return only_v1(), ZbH1(pp, m, o);
   if (name == "zero3") {
     Require(pp == 1 && v == 1, absl::StrCat("zero3: pp(", pp, ") and v(", v, ") must be 1"));
-    return Zero3(m, o);
+    return Zero3(m, Zero3Plan{}, o);
   }
   throw std::invalid_argument("schedule: got '" + name + "', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3");
 }

@@ -7,7 +7,10 @@
 //                last chunk, weights gathered once per chunk change, W deferred (ZEROPP.md)
 //   ZbH1         1F1B with the backward split into input (Bi) and weight (W) gradients, W
 //                deferred into the cool-down bubbles (zero-bubble H1)
-//   Zero3        the pp = 1 case: one rank, forwards then backwards, per-micro-batch gathers
+//   Zero3        the pp = 1 case: every scheduling unit is a chunk of the one rank; per
+//                micro-batch, forwards then backwards with gathers prefetched `prefetch_depth`
+//                units ahead, at most `max_live_units` gathered at once, releases after forward
+//                (reshard_after_forward) and gradient reduction per micro-batch or once (no_sync)
 //
 // Baselines emit gathers by GatherPolicy: kResident (parameters gathered once per step, a plain
 // pipeline with replicated stages) or kPerMicrobatch (ZeRO-3 inside a stage: every F and B
@@ -39,7 +42,21 @@ Schedule OneFOneB(int pp, int m, const GenOptions& o = {});
 Schedule Interleaved(int pp, int v, int m, const GenOptions& o = {});
 Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o = {});
 Schedule ZbH1(int pp, int m, const GenOptions& o = {});
-Schedule Zero3(int m, const GenOptions& o = {});
+// What the ZeRO-3 schedule needs to know of the model and the engine options. Unit k is chunk k.
+struct Zero3Plan {
+  int units = 1;
+  // needs[k]: the units owning tied tensors unit k uses (gathered with it; its backward writes
+  // their gradients, so their reduction waits for the lowest-index user).
+  std::vector<std::vector<int>> needs;
+  int prefetch_depth = 1;
+  int max_live_units = 0;  // 0 = no cap
+  bool reshard_after_forward = true;
+  bool no_sync = false;    // reduce once after the last micro-batch instead of after each
+  bool recompute = false;  // every unit keeps only its input and recomputes in backward
+};
+// Throws std::invalid_argument when max_live_units cannot hold a unit with its needs (or, without
+// resharding after forward, every unit).
+Schedule Zero3(int m, const Zero3Plan& plan, const GenOptions& o = {});
 
 // The forward-only (evaluation) schedule of a training schedule: the same generator's actions
 // with every backward, gradient transfer, reduction and optimizer step removed, and gathers no
@@ -47,7 +64,7 @@ Schedule Zero3(int m, const GenOptions& o = {});
 // the original; in ZeroPP a unit still passes chunk by chunk with one gather per chunk change.
 Schedule ForwardOnly(const Schedule& s);
 
-// By name: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3.
+// By name: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3 (one unit; see Zero3 for more).
 Schedule Generate(const std::string& name, int pp, int v, int m, int u, const GenOptions& o = {});
 
 }  // namespace scheduler

@@ -99,6 +99,15 @@ std::string Schedule::ToString() const {
     }
     s += "\n";
   }
+  bool any_needs = false;
+  for (const auto& n : needs) any_needs = any_needs || !n.empty();
+  if (any_needs) {
+    s += "needs:";
+    for (size_t c = 0; c < needs.size(); ++c) {
+      for (int d : needs[c]) absl::StrAppend(&s, " ", c, ">", d);
+    }
+    s += "\n";
+  }
   for (size_t r = 0; r < ranks.size(); ++r) {
     absl::StrAppend(&s, "rank ", r, ":");
     for (const auto& a : ranks[r]) absl::StrAppend(&s, " ", a.ToString());
@@ -138,6 +147,20 @@ Schedule Schedule::Parse(const std::string& text) {
       }
       continue;
     }
+    if (line.rfind("needs:", 0) == 0) {
+      std::istringstream pairs(line.substr(6));
+      while (pairs >> word) {
+        const auto gt = word.find('>');
+        int c = 0, d = 0;
+        if (gt == std::string::npos || !absl::SimpleAtoi(word.substr(0, gt), &c) ||
+            !absl::SimpleAtoi(word.substr(gt + 1), &d) || c < 0 || d < 0 || c >= (1 << 20)) {
+          throw std::invalid_argument("schedule: bad needs entry '" + word + "', expected CHUNK>CHUNK");
+        }
+        if (static_cast<int>(sch.needs.size()) <= c) sch.needs.resize(c + 1);
+        sch.needs[c].push_back(d);
+      }
+      continue;
+    }
     auto colon = line.find(':');
     std::istringstream body(line.substr(colon + 1));
     sch.ranks.emplace_back();
@@ -148,7 +171,7 @@ Schedule Schedule::Parse(const std::string& text) {
 
 bool Schedule::operator==(const Schedule& o) const {
   return name == o.name && pp == o.pp && v == o.v && m == o.m && u == o.u && ranks == o.ranks &&
-         recompute == o.recompute && forward_only == o.forward_only;
+         recompute == o.recompute && forward_only == o.forward_only && needs == o.needs;
 }
 
 int Schedule::Count(int rank, ActionKind kind) const {

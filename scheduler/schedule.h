@@ -6,7 +6,8 @@
 // receives name the peer pipeline rank.
 //
 // Text header: "schedule NAME pp= v= m= u=" (and " forward=1" for an evaluation schedule), then
-// optionally "recompute: 10 11" (per rank, one digit per chunk), then one line per rank.
+// optionally "recompute: 10 11" (per rank, one digit per chunk) and "needs: 3>0" (chunk 3 also
+// uses chunk 0's parameters), then one line per rank.
 // The same Schedule is read by the validator (well-formedness, deadlock freedom, peak memory), the
 // simulator (cost model) and the executor. Text form, one action per token, ranks on lines:
 //   rank 0: G0 F0.0 SA0.0>1 ...   (see Action::ToString)
@@ -63,6 +64,14 @@ struct Schedule {
   // recompute[r][c]: chunk c on rank r keeps only its input after F and recomputes its forward
   // in B (empty = no recomputation anywhere).
   std::vector<std::vector<bool>> recompute;
+  // needs[c]: other chunks of the same rank whose parameters chunk c also uses (tied tensors, as
+  // a tied embedding and LM head on one rank); they must be gathered whenever c computes, and
+  // c's backward adds to their gradients. Empty = none anywhere.
+  std::vector<std::vector<int>> needs;
+  const std::vector<int>& Needs(int chunk) const {
+    static const std::vector<int> kNone;
+    return chunk < static_cast<int>(needs.size()) ? needs[chunk] : kNone;
+  }
   bool Recompute(int rank, int chunk) const {
     return rank < static_cast<int>(recompute.size()) && recompute[rank][chunk];
   }

@@ -66,6 +66,9 @@ ValidationReport Validate(const Schedule& s, P2PMode mode) {
     const std::pair<int, int> cm{a.chunk, a.mb};
     auto gathered = [&] {
       if (!x.gathered.count(a.chunk)) fail(at + "chunk not gathered");
+      for (int d : s.Needs(a.chunk)) {
+        if (!x.gathered.count(d)) fail(absl::StrCat(at, "chunk ", d, " (whose tied parameters it uses) not gathered"));
+      }
     };
     switch (a.kind) {
       case ActionKind::kGather:
@@ -108,6 +111,7 @@ ValidationReport Validate(const Schedule& s, P2PMode mode) {
         } else {
           x.weighted.insert(cm);
           x.last_backward_pos[a.chunk] = static_cast<int>(x.pc);
+          for (int d : s.Needs(a.chunk)) x.last_backward_pos[d] = static_cast<int>(x.pc);
         }
         break;
       }

@@ -5,18 +5,24 @@ namespace zeropp {
 namespace {
 
 // Runs `make_and_use` on n thread-ranks and returns each rank's error message ("" = none).
-std::vector<std::string> Errors(int n, const std::function<void(int, ProcessGroups&)>& body) {
+using Groups = std::unique_ptr<ProcessGroups>;
+std::vector<std::string> Errors(int n, const std::function<void(int, Groups)>& body) {
   std::vector<std::string> errors(n);
   testing::RunRanks(n, [&](int rank, const auto& store) {
     auto groups = ProcessGroups::CreateWithStore(store, rank, n, {1, n, 1, DpMode::kDp}, {});
     try {
-      body(rank, *groups);
+      body(rank, std::move(groups));
     } catch (const std::exception& e) {
       errors[rank] = e.what();
     }
-    groups->world().Barrier()->Wait();
   });
   return errors;
+}
+
+TrainerOptions Opts(const EngineOptions& e) {
+  TrainerOptions o;
+  o.engine = e;
+  return o;
 }
 
 void ExpectAll(const std::vector<std::string>& errors, const std::string& what) {
@@ -27,37 +33,37 @@ void ExpectAll(const std::vector<std::string>& errors, const std::string& what) 
 }
 
 TEST(EngineErrorsTest, EmptyModel) {
-  ExpectAll(Errors(2, [](int, ProcessGroups& g) { Engine e(torch::nn::Sequential().ptr(), g, {}); }),
-            "Engine: the Sequential is empty (expected at least one child module)");
+  ExpectAll(Errors(2, [](int, Groups g) { Trainer e(torch::nn::Sequential().ptr(), std::move(g), Opts(EngineOptions{})); }),
+            "the Sequential is empty (expected at least one child module)");
 }
 
 TEST(EngineErrorsTest, NotASequential) {
-  ExpectAll(Errors(2, [](int, ProcessGroups& g) { Engine e(torch::nn::Linear(3, 4).ptr(), g, {}); }),
-            "Engine: model is a torch::nn::LinearImpl, expected a torch::nn::Sequential");
+  ExpectAll(Errors(2, [](int, Groups g) { Trainer e(torch::nn::Linear(3, 4).ptr(), std::move(g), Opts(EngineOptions{})); }),
+            "model: got a torch::nn::LinearImpl, expected a torch::nn::Sequential");
 }
 
 TEST(EngineErrorsTest, UnitPolicyThatCannotBeMet) {
   ExpectAll(Errors(2,
-                   [](int, ProcessGroups& g) {
+                   [](int, Groups g) {
                      EngineOptions o;
                      o.units.kind = UnitPolicy::Kind::kExplicit;
                      o.units.starts = {0, 9};
-                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, o);
+                     Trainer e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), std::move(g), Opts(o));
                    }),
-            "units.starts([0,9]) has a unit starting at child 9 but the Sequential has 5 children");
+            "units.starts([0,9]): expected 0 first and every start below the model's 5 children");
   ExpectAll(Errors(2,
-                   [](int, ProcessGroups& g) {
+                   [](int, Groups g) {
                      EngineOptions o;
                      o.units.kind = UnitPolicy::Kind::kExplicit;
                      o.units.starts = {0, 3, 2};
-                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, o);
+                     Trainer e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), std::move(g), Opts(o));
                    }),
             "units.starts([0,3,2]) must be strictly increasing");
   ExpectAll(Errors(2,
-                   [](int, ProcessGroups& g) {
+                   [](int, Groups g) {
                      EngineOptions o;
                      o.max_live_units = 1;
-                     Engine e(testing::MakeModel(testing::ModelKind::kGpt).ptr(), g, o);
+                     Trainer e(testing::MakeModel(testing::ModelKind::kGpt).ptr(), std::move(g), Opts(o));
                    }),
             "max_live_units(1) is below 1 + the most tied-parameter dependencies of a unit (2)");
 }
@@ -68,7 +74,7 @@ TEST(EngineErrorsTest, DifferentModelsOnDifferentRanksFailEverywhere) {
     models.push_back(r == 1 ? torch::nn::Sequential(torch::nn::Linear(7, 16), torch::nn::Linear(16, 5))
                             : torch::nn::Sequential(torch::nn::Linear(7, 15), torch::nn::Linear(15, 5)));
   }
-  auto errors = Errors(3, [&](int rank, ProcessGroups& g) { Engine e(models[rank].ptr(), g, {}); });
+  auto errors = Errors(3, [&](int rank, Groups g) { Trainer e(models[rank].ptr(), std::move(g), Opts(EngineOptions{})); });
   ExpectAll(errors, "the model differs across ranks");
   for (const auto& e : errors) {
     EXPECT_NE(e.find("ranks [0,2] fingerprint"), std::string::npos) << e;
@@ -78,22 +84,22 @@ TEST(EngineErrorsTest, DifferentModelsOnDifferentRanksFailEverywhere) {
 
 TEST(EngineErrorsTest, StepWithMismatchedBatches) {
   ExpectAll(Errors(2,
-                   [](int, ProcessGroups& g) {
-                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, {});
+                   [](int, Groups g) {
+                     Trainer e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), std::move(g), Opts(EngineOptions{}));
                      e.Step({at::zeros({2, 7})}, {}, [](const at::Tensor& o, const at::Tensor&) { return o.sum(); });
                    }),
-            "Engine::Step: got 1 inputs and 0 targets, expected the same number >= 1");
+            "Step: got 1 inputs and 0 targets, expected 1 micro-batches");
 }
 
 TEST(EngineErrorsTest, BadOptionsNameTheField) {
   ExpectAll(Errors(1,
-                   [](int, ProcessGroups& g) {
+                   [](int, Groups g) {
                      EngineOptions o;
                      o.prefetch_depth = -1;
                      o.adamw.beta1 = 1.5f;
-                     Engine e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), g, o);
+                     Trainer e(testing::MakeModel(testing::ModelKind::kMlp).ptr(), std::move(g), Opts(o));
                    }),
-            "EngineOptions: prefetch_depth(-1) must be >= 0; adamw.beta1(1.5) must be in [0, 1)");
+            "prefetch_depth(-1) must be >= 0; adamw.beta1(1.5) must be in [0, 1)");
 }
 
 }  // namespace

@@ -19,8 +19,7 @@
 
 #include "models/gpt.h"
 #include "tests/thread_ranks.h"
-#include "zeropp/engine.h"
-#include "zeropp/process_groups.h"
+#include "zeropp/zeropp.h"
 
 namespace zeropp {
 namespace testing {
@@ -108,25 +107,29 @@ inline std::vector<RankRecord> RunZeropp(const ParityCase& c) {
   RunRanks(c.n, [&](int rank, const auto& store) {
     ProcessGroupsOptions po;
     po.comm.timeout = std::chrono::milliseconds(60000);
-    auto groups = ProcessGroups::CreateWithStore(store, rank, c.n, c.cfg, po);
-    Engine engine(models[rank].ptr(), *groups, c.options);
+    TrainerOptions to;
+    to.layout = c.cfg;
+    to.engine = c.options;
+    to.microbatches = c.micro;
+    Trainer trainer(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, c.n, c.cfg, po), to);
+    const Engine& engine = trainer.engine();
     RankRecord& rec = records[rank];
     for (int s = 0; s < c.steps; ++s) {
       std::vector<at::Tensor> xs(c.micro), ys(c.micro);
       for (int m = 0; m < c.micro; ++m) MakeBatch(c.model, s, m, rank, &xs[m], &ys[m]);
       ModelKind kind = c.model;
-      StepResult r = engine.Step(xs, ys, [kind](const at::Tensor& o, const at::Tensor& t) { return Loss(kind, o, t); });
+      StepResult r = trainer.Step(xs, ys, [kind](const at::Tensor& o, const at::Tensor& t) { return Loss(kind, o, t); });
       rec.losses.push_back(r.loss);
       rec.norms.push_back(r.grad_norm);
       rec.results.push_back(r);
     }
-    rec.params = engine.FullParameters();
-    rec.memory = engine.Memory();
+    rec.params = trainer.FullParameters();
+    rec.memory = trainer.Memory();
     for (int k = 0; k < engine.num_units(); ++k) {
       rec.unit_gathers.push_back(engine.unit(k).gathers());
       rec.unit_padded.push_back(engine.unit(k).flat() ? engine.unit(k).flat()->padded_numel() : 0);
     }
-    groups->world().Barrier()->Wait();
+    trainer.groups().world().Barrier()->Wait();
   });
   return records;
 }

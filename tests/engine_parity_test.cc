@@ -115,8 +115,11 @@ TEST(EngineEvalTest, EvaluateMatchesTheStepLoss) {
     std::vector<torch::nn::Sequential> models;
     for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
     testing::RunRanks(n, [&](int rank, const auto& store) {
-      auto groups = ProcessGroups::CreateWithStore(store, rank, n, cfg, {});
-      Engine engine(models[rank].ptr(), *groups, testing::BaseOptions());
+      TrainerOptions to;
+      to.layout = cfg;
+      to.engine = testing::BaseOptions();
+      to.microbatches = 2;
+      Trainer engine(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, cfg, {}), to);
       auto loss_fn = [](const at::Tensor& o, const at::Tensor& t) {
         return testing::Loss(testing::ModelKind::kGpt, o, t);
       };
@@ -128,7 +131,7 @@ TEST(EngineEvalTest, EvaluateMatchesTheStepLoss) {
         const StepResult r = engine.Step(xs, ys, loss_fn);
         EXPECT_NEAR(ev, r.loss, 1e-6 * std::abs(r.loss)) << "rank " << rank << " step " << s;
       }
-      groups->world().Barrier()->Wait();
+      engine.groups().world().Barrier()->Wait();
     });
   }
 }

@@ -1,7 +1,8 @@
 // Pipeline executor parity: every schedule on 2 and 4 ranks (pp=2 with zero=1 and 2, pp=4) and
 // both hybrids (dp, zero1) train to the same losses and parameters as single-process AdamW within
 // 1e-5 relative after 10 steps (fp32), with tied embedding/head across the first and last stage.
-#include "scheduler/pipeline_executor.h"
+#include "scheduler/runtime/executor.h"
+#include "zeropp/zeropp.h"
 #include "tests/engine_harness.h"
 
 namespace zeropp {
@@ -10,7 +11,8 @@ namespace {
 struct PipeCase {
   std::string name;
   ParallelConfig cfg;
-  scheduler::PipelineOptions pipe;
+  PipelineOptions pipe;
+  int microbatches = 4;
   testing::ModelKind model = testing::ModelKind::kGpt;
 };
 
@@ -31,25 +33,29 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
   testing::RunRanks(n, [&](int rank, const auto& store) {
     ProcessGroupsOptions po;
     po.comm.timeout = std::chrono::milliseconds(60000);
-    auto groups = ProcessGroups::CreateWithStore(store, rank, n, c.cfg, po);
-    scheduler::PipelineExecutor ex(models[rank].ptr(), *groups, opts, c.pipe);
+    TrainerOptions to;
+    to.layout = c.cfg;
+    to.engine = opts;
+    to.pipeline = c.pipe;
+    to.microbatches = c.microbatches;
+    Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, po), to);
     const MeshCoord me = c.cfg.CoordOf(rank);
     const int dp_rank = me.dp_index * c.cfg.zero + me.zero_index;
     testing::ModelKind kind = c.model;
     for (int s = 0; s < steps; ++s) {
-      std::vector<at::Tensor> xs(c.pipe.microbatches), ys(c.pipe.microbatches);
-      for (int mb = 0; mb < c.pipe.microbatches; ++mb) testing::MakeBatch(kind, s, mb, dp_rank, &xs[mb], &ys[mb]);
+      std::vector<at::Tensor> xs(c.microbatches), ys(c.microbatches);
+      for (int mb = 0; mb < c.microbatches; ++mb) testing::MakeBatch(kind, s, mb, dp_rank, &xs[mb], &ys[mb]);
       StepResult r = ex.Step(xs, ys, [kind](const at::Tensor& o, const at::Tensor& t) { return testing::Loss(kind, o, t); });
       records[rank].losses.push_back(r.loss);
       records[rank].norms.push_back(r.grad_norm);
       records[rank].last = r;
     }
-    records[rank].split = ex.split_stats();
+    records[rank].split = ex.executor().split_stats();
     const int pp_rank = me.pp_index;
     std::set<int> gathered;
     int first_stage_units = 0;  // a first stage of 2+ units is cut after its first: it splits too
-    for (int k = 0; k < ex.engine().num_units(); ++k) first_stage_units += ex.stage_of_unit(k) == 0 ? 1 : 0;
-    for (const auto& a : ex.schedule().ranks[pp_rank]) {
+    for (int k = 0; k < ex.engine().num_units(); ++k) first_stage_units += ex.executor().stage_of_unit(k) == 0 ? 1 : 0;
+    for (const auto& a : ex.executor().schedule().ranks[pp_rank]) {
       const bool first_stage = a.chunk * c.cfg.pp + pp_rank == 0 && first_stage_units < 2;
       if (a.kind == scheduler::ActionKind::kGather) gathered.insert(a.chunk);
       if (a.kind == scheduler::ActionKind::kRelease) gathered.erase(a.chunk);
@@ -62,7 +68,7 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
       }
     }
     records[rank].params = ex.FullParameters();
-    groups->world().Barrier()->Wait();
+    ex.groups().world().Barrier()->Wait();
   });
   return records;
 }
@@ -81,7 +87,7 @@ TEST_P(PipelineParityTest, MatchesSingleProcessAdamW) {
   ref_case.n = c.cfg.zero * c.cfg.dp;
   ref_case.options = opts;
   ref_case.model = c.model;
-  ref_case.micro = c.pipe.microbatches;
+  ref_case.micro = c.microbatches;
   ref_case.steps = steps;
   testing::RankRecord ref = testing::RunReference(ref_case);
   // Reference values by every name a tensor is registered under (the tied head too).
@@ -129,11 +135,11 @@ std::vector<PipeCase> Cases() {
     PipeCase c;
     c.name = std::move(name);
     c.cfg = cfg;
-    c.pipe.schedule = std::move(sched);
+    c.pipe.schedule = ParsePipelineSchedule("schedule", std::move(sched));
     c.pipe.chunks = v;
-    c.pipe.microbatches = m;
+    c.microbatches = m;
     c.pipe.unit_size = u;
-    c.pipe.recompute = recompute;
+    c.pipe.recompute = ParsePipelineRecompute("recompute", recompute);
     c.model = model;
     return c;
   };
@@ -185,17 +191,21 @@ TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
   for (int u : {2, 4, 8}) {
     PipeCase c;
     c.cfg = {2, 2, 1, DpMode::kDp};
-    c.pipe.schedule = "zeropp";
+    c.pipe.schedule = ParsePipelineSchedule("schedule", "zeropp");
     c.pipe.chunks = 2;
-    c.pipe.microbatches = 8;
+    c.microbatches = 8;
     c.pipe.unit_size = u;
     const int n = c.cfg.WorldSize();
     std::vector<torch::nn::Sequential> models;
     for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
     std::vector<int64_t> bytes(n);
     testing::RunRanks(n, [&](int rank, const auto& store) {
-      auto groups = ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {});
-      scheduler::PipelineExecutor ex(models[rank].ptr(), *groups, testing::BaseOptions(), c.pipe);
+      TrainerOptions to;
+      to.layout = c.cfg;
+      to.engine = testing::BaseOptions();
+      to.pipeline = c.pipe;
+      to.microbatches = c.microbatches;
+      Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {}), to);
       std::vector<at::Tensor> xs(8), ys(8);
       for (int mb = 0; mb < 8; ++mb) testing::MakeBatch(testing::ModelKind::kGpt, 0, mb, rank % 2, &xs[mb], &ys[mb]);
       StepResult r = ex.Step(xs, ys, [](const at::Tensor& o, const at::Tensor& t) {
@@ -203,11 +213,11 @@ TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
       });
       const int me = c.cfg.CoordOf(rank).pp_index;
       int64_t expect_gathers = 0, expect_bytes = 0;
-      for (const auto& a : ex.schedule().ranks[me]) {
+      for (const auto& a : ex.executor().schedule().ranks[me]) {
         if (a.kind != scheduler::ActionKind::kGather) continue;
         for (int k = 0; k < ex.engine().num_units(); ++k) {
           const auto* f = ex.engine().unit(k).flat();
-          if (f && ex.stage_of_unit(k) == a.chunk * c.cfg.pp + me) {
+          if (f && ex.executor().stage_of_unit(k) == a.chunk * c.cfg.pp + me) {
             ++expect_gathers;
             expect_bytes += f->padded_numel() * 4 / 2;  // (N-1)/N of the unit, N = zero = 2
           }
@@ -216,7 +226,7 @@ TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
       EXPECT_EQ(r.gathers, expect_gathers) << "U " << u << " rank " << rank;
       EXPECT_EQ(r.zero_comm[OpKind::kAllGather].bytes_sent, expect_bytes) << "U " << u << " rank " << rank;
       bytes[rank] = r.zero_comm[OpKind::kAllGather].bytes_sent;
-      groups->world().Barrier()->Wait();
+      ex.groups().world().Barrier()->Wait();
     });
     if (previous_bytes >= 0) {
       EXPECT_LT(bytes[0], previous_bytes) << "U " << u;
@@ -249,17 +259,21 @@ TEST(PipelineEvalTest, EvaluateMatchesTheStepLossAndLeavesTrainingAlone) {
   for (const auto& ec : cases) {
     PipeCase c;
     c.cfg = ec.cfg;
-    c.pipe.schedule = ec.schedule;
+    c.pipe.schedule = ParsePipelineSchedule("schedule", ec.schedule);
     c.pipe.chunks = ec.v;
-    c.pipe.microbatches = ec.m;
+    c.microbatches = ec.m;
     c.pipe.unit_size = ec.u;
     c.model = c.cfg.pp == 4 ? testing::ModelKind::kGptDeep : testing::ModelKind::kGpt;
     const int n = c.cfg.WorldSize();
     std::vector<torch::nn::Sequential> models;
     for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(c.model));
     testing::RunRanks(n, [&](int rank, const auto& store) {
-      auto groups = ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {});
-      scheduler::PipelineExecutor ex(models[rank].ptr(), *groups, testing::BaseOptions(), c.pipe);
+      TrainerOptions to;
+      to.layout = c.cfg;
+      to.engine = testing::BaseOptions();
+      to.pipeline = c.pipe;
+      to.microbatches = c.microbatches;
+      Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {}), to);
       const MeshCoord me = c.cfg.CoordOf(rank);
       const int dp_rank = me.dp_index * c.cfg.zero + me.zero_index;
       const testing::ModelKind kind = c.model;
@@ -273,7 +287,7 @@ TEST(PipelineEvalTest, EvaluateMatchesTheStepLossAndLeavesTrainingAlone) {
         EXPECT_EQ(ev, again) << ec.schedule << " rank " << rank << " step " << s;
         EXPECT_NEAR(ev, r.loss, 1e-6 * std::abs(r.loss)) << ec.schedule << " rank " << rank << " step " << s;
       }
-      groups->world().Barrier()->Wait();
+      ex.groups().world().Barrier()->Wait();
     });
   }
 }

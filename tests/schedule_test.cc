@@ -112,7 +112,7 @@ TEST(ScheduleTest, EveryGeneratorValidatesOverTheGrid) {
         }
       }
     }
-    Schedule z = Zero3(4);
+    Schedule z = Zero3(4, Zero3Plan{});
     EXPECT_TRUE(Validate(z).ok);
   }
   std::printf("validated %d generated schedules\n", checked);

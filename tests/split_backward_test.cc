@@ -1,7 +1,7 @@
 // SplitBackward: B then W on a GPT chunk gives the gradients of one ordinary backward; B alone
 // leaves every matmul weight's gradient untouched; W never reads the weights (they hold NaN
 // while it runs); graphs that cannot be split exactly fall back to a whole backward in B.
-#include "scheduler/split_backward.h"
+#include "scheduler/runtime/split_backward.h"
 
 #include <limits>
 #include <map>

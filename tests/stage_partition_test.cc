@@ -1,7 +1,7 @@
 // Stage partitioning: the dynamic program's most expensive stage equals a brute-force search over
 // every contiguous split; "uniform" is the unit-count split; GPT unit costs follow the parameter
 // formulas (embedding lookups cost nothing, the tied head vocab*width, a block 12w^2+13w).
-#include "scheduler/stage_partition.h"
+#include "scheduler/runtime/stage_partition.h"
 
 #include <algorithm>
 #include <functional>

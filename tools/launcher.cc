@@ -241,6 +241,7 @@ int main(int argc, char** argv) {
       close(out[1]);
       close(err[0]);
       close(err[1]);
+      setenv("ZEROPP_LAUNCHER", "1", 1);
       setenv("RANK", std::to_string(r.global).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(l).c_str(), 1);

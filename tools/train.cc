@@ -1,4 +1,4 @@
-// train: trains the GPT of models/ with the zeropp engine on the ranks the launcher started.
+// train: trains the GPT of models/ with zeropp's Trainer on the ranks the launcher started.
 //
 //   ./zpp run --nproc-per-node 4 -- bazel-bin/tools/train --steps 100 --width 128
 //   ./zpp demo                   (the same with --demo: the main job's settings)
@@ -20,15 +20,13 @@
 #include <tuple>
 #include <vector>
 
-#include "benchmarks/loopback_bound.h"
+#include "zeropp/cli/loopback_bound.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
-#include "scheduler/pipeline_executor.h"
-#include "scheduler/trace.h"
+#include "zeropp/cli/cli_main.h"
+#include "zeropp/cli/run_checks.h"
 #include "tools/train_config.h"
-#include "zeropp/engine.h"
-#include "tools/cli_main.h"
-#include "zeropp/process_groups.h"
+#include "zeropp/zeropp.h"
 
 namespace zeropp {
 namespace {
@@ -67,14 +65,14 @@ int Main(int argc, char** argv) {
   }
   DistEnv env = DistEnv::FromEnvironment();
   tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
-  if (!cfg.zero_set) cfg.parallel.zero = std::max(1, env.world_size / (cfg.parallel.pp * cfg.parallel.dp));
-  at::set_num_threads(cfg.threads);
-  ProcessGroupsOptions po;
-  auto groups = ProcessGroups::Create(env, cfg.parallel, po);
-  const MeshCoord me = cfg.parallel.CoordOf(env.rank);
-  const int64_t dp_rank = static_cast<int64_t>(me.dp_index) * cfg.parallel.zero + me.zero_index;
-  const int64_t dp_size = static_cast<int64_t>(cfg.parallel.zero) * cfg.parallel.dp;
+  cfg.Resolve(env.world_size);
   const bool lead = env.rank == 0;
+  // Output paths are checked before training, on the rank that writes them.
+  if (lead && !cfg.metrics.empty()) cli::CheckWritable("metrics", cfg.metrics);
+  if (!cfg.trace.empty()) cli::CheckWritable("trace", cfg.trace + ".rank" + std::to_string(env.rank) + ".json");
+  if (!cfg.trainer.engine.offload.dir.empty()) cli::CheckWritable("offload-dir", cfg.trainer.engine.offload.dir + "/x");
+  cfg.CheckMemoryEstimate(env.local_world_size);
+  at::set_num_threads(cfg.threads);
 
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
   // With evaluation on, the last 5% of the stream is held out: training never sees it.
@@ -82,30 +80,27 @@ int Main(int argc, char** argv) {
   if (cfg.eval_every > 0) std::tie(corpus, held_out) = corpus.SplitTail(0.05);
   torch::manual_seed(cfg.seed);
   auto model = models::MakeGpt(cfg.gpt);
-  // pp = 1: the ZeRO-3 engine drives its units itself; pp > 1: the pipeline executor runs the
-  // chosen schedule with ZeRO-3 inside each stage.
-  std::unique_ptr<scheduler::PipelineExecutor> pipe;
-  std::unique_ptr<Engine> flat_engine;
-  if (cfg.parallel.pp > 1) {
-    pipe = std::make_unique<scheduler::PipelineExecutor>(model.ptr(), *groups, cfg.engine, cfg.pipeline);
-  } else {
-    flat_engine = std::make_unique<Engine>(model.ptr(), *groups, cfg.engine);
-  }
-  Engine& engine = pipe ? pipe->engine() : *flat_engine;
-  const int64_t tokens_per_step = cfg.micro_batch * cfg.microbatches * dp_size * cfg.gpt.context;
+  // One runtime for every layout: pp = 1 runs the zero3 schedule, pp > 1 a pipeline schedule.
+  auto trainer = Trainer::Create(model.ptr(), env, cfg.trainer);
+  ProcessGroups* groups = &trainer->groups();
+  const int64_t dp_rank = trainer->dp_rank();
+  const int64_t dp_size = trainer->dp_size();
+  const int64_t microbatches = trainer->microbatches();
+  const int64_t tokens_per_step = cfg.micro_batch * microbatches * dp_size * cfg.gpt.context;
+  const TrainerOptions& to = trainer->options();
   if (lead) {
-    std::printf("zeropp train: %s, %lld parameters, %d units, %s, %s, %lld tokens/step, corpus %s (%lld bytes)\n",
-                cfg.gpt.ToString().c_str(), (long long)cfg.gpt.NumParameters(), engine.num_units(),
-                cfg.parallel.ToString().c_str(),
-                pipe ? ("schedule " + cfg.pipeline.schedule + " v=" + std::to_string(cfg.pipeline.chunks) + " m=" +
-                        std::to_string(cfg.pipeline.microbatches) + " U=" + std::to_string(cfg.pipeline.unit_size))
-                           .c_str()
-                     : "zero3 engine",
-                (long long)tokens_per_step, cfg.data_dir.c_str(), (long long)corpus.size());
+    std::printf("zeropp train: %s, %lld parameters, %s, schedule %s v=%d m=%lld U=%d, %lld tokens/step, corpus %s "
+                "(%lld bytes)\n",
+                cfg.gpt.ToString().c_str(), (long long)cfg.gpt.NumParameters(), to.layout.ToString().c_str(),
+                trainer->ScheduleName().c_str(), to.layout.pp > 1 ? to.pipeline.chunks : trainer->engine().num_units(),
+                (long long)microbatches, to.pipeline.unit_size, (long long)tokens_per_step, cfg.data_dir.c_str(),
+                (long long)corpus.size());
+    if (to.layout.pp == 1) std::printf("%s", trainer->ScheduleText().c_str());
     std::fflush(stdout);
   }
   std::ofstream metrics;
   if (lead && !cfg.metrics.empty()) metrics.open(cfg.metrics);
+  if (lead && !cfg.metrics.empty() && !metrics) throw std::invalid_argument("metrics: cannot write '" + cfg.metrics + "'");
   const int vocab = static_cast<int>(cfg.gpt.vocab);
   LossFn loss_fn = [vocab](const at::Tensor& out, const at::Tensor& target) {
     return at::cross_entropy_loss(out.reshape({-1, vocab}).to(at::kFloat), target.reshape({-1}));
@@ -118,28 +113,15 @@ int Main(int argc, char** argv) {
     for (int64_t m = 0; m < nb; ++m) {
       held_out.MicroBatch(0, m, dp_rank, dp_size, cfg.micro_batch, nb, cfg.gpt.context, cfg.seed, &xs[m], &ys[m]);
     }
-    double loss;
-    if (pipe) {
-      // The pipeline evaluates a step's worth of micro-batches at a time.
-      const int64_t per = cfg.microbatches;
-      loss = 0;
-      int64_t rounds = 0;
-      for (int64_t b0 = 0; b0 + per <= nb; b0 += per, ++rounds) {
-        std::vector<at::Tensor> bx(xs.begin() + b0, xs.begin() + b0 + per), by(ys.begin() + b0, ys.begin() + b0 + per);
-        loss += pipe->Evaluate(bx, by, loss_fn);
-      }
-      loss /= static_cast<double>(std::max<int64_t>(rounds, 1));
-    } else {
-      loss = engine.Evaluate(xs, ys, loss_fn);
-    }
+    const double loss = trainer->Evaluate(xs, ys, loss_fn);
     if (lead) {
       std::printf("EVAL step=%lld loss=%.4f ppl=%.2f\n", (long long)step, loss, std::exp(loss));
       std::fflush(stdout);
     }
   };
-  const bool offloading = cfg.engine.offload.optimizer != "none" || cfg.engine.offload.params != "none" ||
-                          cfg.engine.offload.activations != "none";
-  offload::SwapStats io_before = engine.Memory().io;
+  const OffloadOptions& off = to.engine.offload;
+  const bool offloading = off.optimizer != "none" || off.params != "none" || off.activations != "none";
+  offload::SwapStats io_before = trainer->Memory().io;
   auto t0 = std::chrono::steady_clock::now();
   auto t_step = t0;
   // Benchmark window: the steps after --bench-warmup, timed between barriers.
@@ -148,15 +130,15 @@ int Main(int argc, char** argv) {
   for (int64_t step = 0; step < cfg.steps; ++step) {
     if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
       groups->world().Barrier()->Wait();
-      lo0 = bench::LoopbackTxBytes();
+      lo0 = cli::LoopbackTxBytes();
       tb = std::chrono::steady_clock::now();
     }
-    std::vector<at::Tensor> xs(cfg.microbatches), ys(cfg.microbatches);
-    for (int64_t m = 0; m < cfg.microbatches; ++m) {
-      corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, cfg.microbatches, cfg.gpt.context, cfg.seed,
-                        &xs[m], &ys[m]);
+    std::vector<at::Tensor> xs(microbatches), ys(microbatches);
+    for (int64_t m = 0; m < microbatches; ++m) {
+      corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, microbatches, cfg.gpt.context, cfg.seed, &xs[m],
+                        &ys[m]);
     }
-    StepResult r = pipe ? pipe->Step(xs, ys, loss_fn) : engine.Step(xs, ys, loss_fn);
+    StepResult r = trainer->Step(xs, ys, loss_fn);
     if (step == 0) first_loss = r.loss;
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
@@ -167,7 +149,7 @@ int Main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tps = tokens_per_step * (step + 1) / secs;
     if (lead && ((step + 1) % cfg.log_every == 0 || step == 0 || step + 1 == cfg.steps)) {
-      MemoryStats mem = engine.Memory();
+      MemoryStats mem = trainer->Memory();
       std::printf("step %4lld/%lld %s loss %.4f  grad_norm %.3f  %.0f tok/s  rss %.0f MB  model-state %.1f MB/rank  sent %.2f MB/step\n",
                   (long long)(step + 1), (long long)cfg.steps, Bar(step + 1, cfg.steps).c_str(), r.loss, r.grad_norm,
                   tps, PeakRssMb(), mem.ModelStateBytes() / 1e6, (r.zero_comm.TotalSent() + r.dp_comm.TotalSent()) / 1e6);
@@ -183,7 +165,7 @@ int Main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
-    io_before = engine.Memory().io;
+    io_before = trainer->Memory().io;
     t_step = std::chrono::steady_clock::now();
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps)) evaluate(step + 1);
     if (metrics.is_open()) {
@@ -194,13 +176,13 @@ int Main(int argc, char** argv) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (pipe && !cfg.trace.empty()) {
-    std::ofstream(cfg.trace + ".rank" + std::to_string(env.rank) + ".json") << scheduler::ChromeTraceJson(pipe->trace());
+  if (!cfg.trace.empty()) {
+    std::ofstream(cfg.trace + ".rank" + std::to_string(env.rank) + ".json") << trainer->TraceJson();
   }
   if (cfg.bench_warmup > 0 && cfg.steps > cfg.bench_warmup) {
     groups->world().Barrier()->Wait();
     const double bsecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
-    const int64_t lo1 = bench::LoopbackTxBytes();
+    const int64_t lo1 = cli::LoopbackTxBytes();
     const int64_t timed = cfg.steps - cfg.bench_warmup;
     const double hidden =
         MinOverRanks(groups->world(), busy_us > 0 ? 1.0 - static_cast<double>(wait_us) / busy_us : 0.0);
@@ -226,4 +208,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zeropp
 
-int main(int argc, char** argv) { return zeropp::tools::RunMain(argc, argv, zeropp::Main); }
+int main(int argc, char** argv) { return zeropp::cli::RunMain(argc, argv, zeropp::Main); }

@@ -1,13 +1,20 @@
 #include "tools/train_config.h"
 
-#include <cctype>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/numbers.h"
+#include "zeropp/cli/run_checks.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -15,54 +22,60 @@ namespace zeropp {
 namespace tools {
 namespace {
 
-// Reads a flat JSON object of scalars into (key, text) pairs, in file order.
-std::vector<std::pair<std::string, std::string>> ReadFlatJson(const std::string& path) {
+std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("--config: cannot read '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string s = ss.str();
-  size_t i = 0;
-  auto fail = [&](const std::string& what) {
-    throw std::invalid_argument(absl::StrCat("--config ", path, ": ", what, " at byte ", i));
-  };
-  auto ws = [&] {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  };
-  auto str = [&] {
-    if (s[i] != '"') fail("expected '\"'");
-    std::string out;
-    for (++i; i < s.size() && s[i] != '"'; ++i) out += s[i];
-    if (i >= s.size()) fail("unterminated string");
-    ++i;
-    return out;
-  };
+  return ss.str();
+}
+
+// A JSON object's keys and values (as the text a flag would carry), in file order. nlohmann's
+// parser refuses invalid JSON with the byte position; a duplicate key is refused here, because
+// the library keeps the last one silently.
+std::vector<std::pair<std::string, std::string>> ReadJsonObject(const std::string& path) {
+  const std::string text = ReadFile(path);
   std::vector<std::pair<std::string, std::string>> kv;
-  ws();
-  if (i >= s.size() || s[i] != '{') fail("expected a JSON object '{'");
-  ++i;
-  ws();
-  while (i < s.size() && s[i] != '}') {
-    std::string key = str();
-    ws();
-    if (i >= s.size() || s[i] != ':') fail("expected ':'");
-    ++i;
-    ws();
-    std::string value;
-    if (i < s.size() && s[i] == '"') {
-      value = str();
-    } else {
-      while (i < s.size() && s[i] != ',' && s[i] != '}' && !std::isspace(static_cast<unsigned char>(s[i]))) value += s[i++];
-      if (value.empty()) fail("expected a value for '" + key + "'");
+  std::vector<std::set<std::string>> keys_at_depth;
+  auto check_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::object_start) {
+      keys_at_depth.emplace_back();
+    } else if (event == nlohmann::json::parse_event_t::object_end) {
+      keys_at_depth.pop_back();
+    } else if (event == nlohmann::json::parse_event_t::key) {
+      const std::string key = parsed.get<std::string>();
+      if (!keys_at_depth.back().insert(key).second) {
+        throw std::invalid_argument(absl::StrCat("--config ", path, ": duplicate key '", key, "'"));
+      }
     }
-    kv.emplace_back(key, value);
-    ws();
-    if (i < s.size() && s[i] == ',') {
-      ++i;
-      ws();
-    }
+    (void)depth;
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, check_keys);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(absl::StrCat("--config ", path, ": invalid JSON at byte ", e.byte, ": ",
+                                             std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
   }
-  if (i >= s.size()) fail("expected '}'");
+  if (!j.is_object()) throw std::invalid_argument(absl::StrCat("--config ", path, ": expected a JSON object {...}"));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& v = it.value();
+    std::string value;
+    if (v.is_string()) {
+      value = v.get<std::string>();
+    } else if (v.is_boolean()) {
+      value = v.get<bool>() ? "true" : "false";
+    } else if (v.is_number_integer()) {
+      value = v.dump();
+    } else if (v.is_number_float()) {
+      value = absl::StrCat(v.get<double>());
+    } else {
+      throw std::invalid_argument(absl::StrCat("--config ", path, ": '", it.key(), "' is ", v.type_name(),
+                                               ", expected a string, number or boolean"));
+    }
+    kv.emplace_back(it.key(), value);
+  }
   return kv;
 }
 
@@ -70,18 +83,40 @@ std::vector<std::pair<std::string, std::string>> ReadFlatJson(const std::string&
 
 TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
   TrainConfig c;
-  auto i64 = [](const std::string& name, const std::string& v, int64_t lo) {
+  // Integers are range-checked before any narrowing: [lo, hi].
+  auto i64 = [](const std::string& name, const std::string& v, int64_t lo,
+                int64_t hi = std::numeric_limits<int64_t>::max() >> 20) {
     int64_t x;
-    if (!absl::SimpleAtoi(v, &x) || x < lo) {
-      throw std::invalid_argument(absl::StrCat(name, ": got '", v, "', expected an integer >= ", lo));
+    if (!absl::SimpleAtoi(v, &x) || x < lo || x > hi) {
+      throw std::invalid_argument(absl::StrCat(name, ": got '", v, "', expected an integer in [", lo, ", ", hi, "]"));
     }
     return x;
   };
-  auto f64 = [](const std::string& name, const std::string& v) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  auto i32 = [&](const std::string& name, const std::string& v, int64_t lo) {
+    return static_cast<int>(i64(name, v, lo, kIntMax));
+  };
+  // Floats must be finite and inside [lo, hi].
+  auto f64 = [](const std::string& name, const std::string& v, double lo, double hi) {
     double x;
-    if (!absl::SimpleAtod(v, &x)) throw std::invalid_argument(absl::StrCat(name, ": got '", v, "', expected a number"));
+    if (!absl::SimpleAtod(v, &x) || !std::isfinite(x) || x < lo || x > hi) {
+      throw std::invalid_argument(absl::StrCat(name, ": got '", v, "', expected a finite number in [", lo, ", ", hi, "]"));
+    }
     return x;
   };
+  auto tier = [](const std::string& name, const std::string& v) {
+    if (v != "none" && v != "cpu" && v != "nvme") {
+      throw std::invalid_argument(absl::StrCat(name, ": got '", v, "', expected one of: none, cpu, nvme"));
+    }
+    return v;
+  };
+  auto path = [](const std::string& name, const std::string& v) {
+    if (v.empty()) throw std::invalid_argument(name + ": got '', expected a file path");
+    return v;
+  };
+  EngineOptions& e = c.trainer.engine;
+  PipelineOptions& pl = c.trainer.pipeline;
+  ParallelConfig& lay = c.trainer.layout;
   auto boolean = [](const std::string& name, const std::string& v) {
     if (v == "true" || v == "1") return true;
     if (v == "false" || v == "0") return false;
@@ -96,51 +131,56 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
   std::map<std::string, std::pair<bool, Setter>> table = {  // name -> (is_boolean, setter)
       {"steps", {false, [&](const std::string& v) { c.steps = i64("steps", v, 1); }}},
       {"micro-batch", {false, [&](const std::string& v) { c.micro_batch = i64("micro-batch", v, 1); }}},
-      {"microbatches", {false, [&](const std::string& v) { c.microbatches = i64("microbatches", v, 1); }}},
+      {"microbatches", {false, [&](const std::string& v) { c.trainer.microbatches = i32("microbatches", v, 1); }}},
       {"seed", {false, [&](const std::string& v) { c.seed = static_cast<uint64_t>(i64("seed", v, 0)); }}},
       {"data-dir", {false, [&](const std::string& v) { c.data_dir = v; }}},
-      {"schedule", {false, [&](const std::string& v) { c.pipeline.schedule = v; }}},
-      {"chunks", {false, [&](const std::string& v) { c.pipeline.chunks = static_cast<int>(i64("chunks", v, 1)); }}},
-      {"unit-size", {false, [&](const std::string& v) { c.pipeline.unit_size = static_cast<int>(i64("unit-size", v, 1)); }}},
-      {"pipeline-recompute", {false, [&](const std::string& v) { c.pipeline.recompute = v; }}},
-      {"partition", {false, [&](const std::string& v) { c.pipeline.partition = v; }}},
-      {"split-backward", {true, [&](const std::string& v) { c.pipeline.split_backward = boolean("split-backward", v); }}},
-      {"offload-optimizer", {false, [&](const std::string& v) { c.engine.offload.optimizer = v; }}},
-      {"offload-params", {false, [&](const std::string& v) { c.engine.offload.params = v; }}},
-      {"offload-activations", {false, [&](const std::string& v) { c.engine.offload.activations = v; }}},
-      {"offload-dir", {false, [&](const std::string& v) { c.engine.offload.dir = v; }}},
-      {"host-budget-mb", {false, [&](const std::string& v) { c.engine.offload.host_budget_bytes = i64("host-budget-mb", v, 1) << 20; }}},
-      {"memory-budget-mb", {false, [&](const std::string& v) { c.engine.memory_budget_bytes = i64("memory-budget-mb", v, 0) << 20; }}},
-      {"threads", {false, [&](const std::string& v) { c.threads = static_cast<int>(i64("threads", v, 1)); }}},
-      {"trace", {false, [&](const std::string& v) { c.trace = v; }}},
-      {"metrics", {false, [&](const std::string& v) { c.metrics = v; }}},
+      {"schedule", {false, [&](const std::string& v) { pl.schedule = ParsePipelineSchedule("schedule", v); }}},
+      {"chunks", {false, [&](const std::string& v) { pl.chunks = i32("chunks", v, 1); }}},
+      {"unit-size", {false, [&](const std::string& v) { pl.unit_size = i32("unit-size", v, 1); }}},
+      {"pipeline-recompute", {false, [&](const std::string& v) { pl.recompute = ParsePipelineRecompute("pipeline-recompute", v); }}},
+      {"partition", {false, [&](const std::string& v) { pl.partition = ParseStagePartition("partition", v); }}},
+      {"split-backward", {true, [&](const std::string& v) { pl.split_backward = boolean("split-backward", v); }}},
+      {"offload-optimizer", {false, [&](const std::string& v) { e.offload.optimizer = tier("offload-optimizer", v); }}},
+      {"offload-params", {false, [&](const std::string& v) { e.offload.params = tier("offload-params", v); }}},
+      {"offload-activations", {false, [&](const std::string& v) { e.offload.activations = tier("offload-activations", v); }}},
+      {"offload-dir", {false, [&](const std::string& v) { e.offload.dir = path("offload-dir", v); }}},
+      {"host-budget-mb", {false, [&](const std::string& v) { e.offload.host_budget_bytes = i64("host-budget-mb", v, 1) << 20; }}},
+      {"memory-budget-mb", {false, [&](const std::string& v) { e.memory_budget_bytes = i64("memory-budget-mb", v, 0) << 20; }}},
+      {"threads", {false, [&](const std::string& v) { c.threads = i32("threads", v, 1); }}},
+      {"trace", {false, [&](const std::string& v) { c.trace = path("trace", v); }}},
+      {"metrics", {false, [&](const std::string& v) { c.metrics = path("metrics", v); }}},
+      {"warmup-steps", {false, [&](const std::string& v) { c.trainer.lr.warmup_steps = i64("warmup-steps", v, 0); }}},
+      {"lr-decay", {false, [&](const std::string& v) { c.trainer.lr.decay = ParseLrDecay("lr-decay", v); }}},
+      {"decay-steps", {false, [&](const std::string& v) { c.trainer.lr.decay_steps = i64("decay-steps", v, 1); }}},
+      {"min-lr-ratio", {false, [&](const std::string& v) { c.trainer.lr.min_lr_ratio = f64("min-lr-ratio", v, 0, 1); }}},
       {"bench-warmup", {false, [&](const std::string& v) { c.bench_warmup = i64("bench-warmup", v, 0); }}},
       {"log-every", {false, [&](const std::string& v) { c.log_every = i64("log-every", v, 1); }}},
       {"eval-every", {false, [&](const std::string& v) { c.eval_every = i64("eval-every", v, 0); }}},
       {"eval-batches", {false, [&](const std::string& v) { c.eval_batches = i64("eval-batches", v, 1); }}},
-      {"vocab", {false, [&](const std::string& v) { c.gpt.vocab = i64("vocab", v, 1); }}},
-      {"context", {false, [&](const std::string& v) { c.gpt.context = i64("context", v, 1); }}},
-      {"width", {false, [&](const std::string& v) { c.gpt.width = i64("width", v, 1); }}},
-      {"depth", {false, [&](const std::string& v) { c.gpt.depth = i64("depth", v, 1); }}},
-      {"heads", {false, [&](const std::string& v) { c.gpt.heads = i64("heads", v, 1); }}},
-      {"pp", {false, [&](const std::string& v) { c.parallel.pp = static_cast<int>(i64("pp", v, 1)); }}},
-      {"zero", {false, [&](const std::string& v) { c.parallel.zero = static_cast<int>(i64("zero", v, 1)); c.zero_set = true; }}},
-      {"dp", {false, [&](const std::string& v) { c.parallel.dp = static_cast<int>(i64("dp", v, 1)); }}},
-      {"dp-mode", {false, [&](const std::string& v) { c.parallel.dp_mode = ParseDpMode(v); }}},
-      {"lr", {false, [&](const std::string& v) { c.engine.adamw.lr = static_cast<float>(f64("lr", v)); }}},
-      {"weight-decay", {false, [&](const std::string& v) { c.engine.adamw.weight_decay = static_cast<float>(f64("weight-decay", v)); }}},
-      {"clip", {false, [&](const std::string& v) { c.engine.max_grad_norm = f64("clip", v); }}},
-      {"prefetch", {false, [&](const std::string& v) { c.engine.prefetch_depth = static_cast<int>(i64("prefetch", v, 0)); }}},
-      {"max-live-units", {false, [&](const std::string& v) { c.engine.max_live_units = static_cast<int>(i64("max-live-units", v, 0)); }}},
-      {"param-dtype", {false, [&](const std::string& v) { c.engine.param_dtype = dtype("param-dtype", v); }}},
-      {"reduce-dtype", {false, [&](const std::string& v) { c.engine.reduce_dtype = dtype("reduce-dtype", v); }}},
-      {"reshard-after-forward", {true, [&](const std::string& v) { c.engine.reshard_after_forward = boolean("reshard-after-forward", v); }}},
-      {"recompute", {true, [&](const std::string& v) { c.engine.recompute = boolean("recompute", v); }}},
-      {"no-sync", {true, [&](const std::string& v) { c.engine.no_sync = boolean("no-sync", v); }}},
+      {"vocab", {false, [&](const std::string& v) { c.gpt.vocab = i64("vocab", v, 1, kIntMax); }}},
+      {"context", {false, [&](const std::string& v) { c.gpt.context = i64("context", v, 1, kIntMax); }}},
+      {"width", {false, [&](const std::string& v) { c.gpt.width = i64("width", v, 1, kIntMax); }}},
+      {"depth", {false, [&](const std::string& v) { c.gpt.depth = i64("depth", v, 1, kIntMax); }}},
+      {"heads", {false, [&](const std::string& v) { c.gpt.heads = i64("heads", v, 1, kIntMax); }}},
+      {"pp", {false, [&](const std::string& v) { lay.pp = i32("pp", v, 1); }}},
+      {"zero", {false, [&](const std::string& v) { lay.zero = i32("zero", v, 1); }}},
+      {"dp", {false, [&](const std::string& v) { lay.dp = i32("dp", v, 1); }}},
+      {"dp-mode", {false, [&](const std::string& v) { lay.dp_mode = ParseDpMode(v); }}},
+      {"lr", {false, [&](const std::string& v) { e.adamw.lr = static_cast<float>(f64("lr", v, 0, 10)); }}},
+      {"weight-decay", {false, [&](const std::string& v) { e.adamw.weight_decay = static_cast<float>(f64("weight-decay", v, 0, 10)); }}},
+      {"clip", {false, [&](const std::string& v) { e.max_grad_norm = f64("clip", v, 0, 1e9); }}},
+      {"prefetch", {false, [&](const std::string& v) { e.prefetch_depth = i32("prefetch", v, 0); }}},
+      {"max-live-units", {false, [&](const std::string& v) { e.max_live_units = i32("max-live-units", v, 0); }}},
+      {"param-dtype", {false, [&](const std::string& v) { e.param_dtype = dtype("param-dtype", v); }}},
+      {"reduce-dtype", {false, [&](const std::string& v) { e.reduce_dtype = dtype("reduce-dtype", v); }}},
+      {"reshard-after-forward", {true, [&](const std::string& v) { e.reshard_after_forward = boolean("reshard-after-forward", v); }}},
+      {"recompute", {true, [&](const std::string& v) { e.recompute = boolean("recompute", v); }}},
+      {"no-sync", {true, [&](const std::string& v) { e.no_sync = boolean("no-sync", v); }}},
   };
-  c.engine.adamw.lr = 3e-3f;
-  c.engine.adamw.weight_decay = 0.01f;
-  c.engine.max_grad_norm = 1.0;
+  e.adamw.lr = 3e-3f;
+  e.adamw.weight_decay = 0.01f;
+  e.max_grad_norm = 1.0;
+  lay.zero = 0;  // world_size / (pp * dp) unless set
   auto set = [&](std::string name, const std::string& value) {
     for (auto& ch : name) ch = ch == '_' ? '-' : ch;
     auto it = table.find(name);
@@ -157,7 +197,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
     std::string name = a.substr(2);
     if (name == "config") {
       if (i + 1 >= args.size()) throw std::invalid_argument("--config: missing file name");
-      for (const auto& kv : ReadFlatJson(args[++i])) set(kv.first, kv.second);
+      for (const auto& kv : ReadJsonObject(args[++i])) set(kv.first, kv.second);
       continue;
     }
     std::string key = name;
@@ -171,16 +211,44 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       set(key, args[++i]);
     }
   }
-  c.pipeline.microbatches = static_cast<int>(c.microbatches);
-  if (c.eval_every > 0 && c.parallel.pp > 1 && c.eval_batches % c.microbatches != 0) {
-    throw std::invalid_argument("eval-batches: got " + std::to_string(c.eval_batches) + ", expected a multiple of " +
-                                "microbatches (" + std::to_string(c.microbatches) +
-                                ") with pp > 1: the pipeline evaluates whole steps");
+  // The byte corpus's tokens are 0..255: a smaller vocabulary would index out of the embedding.
+  if (c.gpt.vocab < 256) {
+    throw std::invalid_argument(absl::StrCat("vocab: got ", c.gpt.vocab,
+                                             ", expected >= 256 (the byte corpus's tokens are 0..255)"));
   }
   c.gpt.Validate();
-  std::string err = c.engine.Validate();
-  if (!err.empty()) throw std::invalid_argument("engine options: " + err);
   return c;
+}
+
+void TrainConfig::Resolve(int world_size) {
+  std::string err = trainer.Resolve(world_size);
+  if (!err.empty()) throw std::invalid_argument(err);
+  if (eval_every > 0 && eval_batches % trainer.microbatches != 0) {
+    throw std::invalid_argument(absl::StrCat("eval-batches: got ", eval_batches, ", expected a multiple of microbatches (",
+                                             trainer.microbatches, "): evaluation runs whole steps"));
+  }
+}
+
+void TrainConfig::CheckMemoryEstimate(int local_ranks) const {
+  // Doubles: absurd sizes must not overflow the estimate that refuses them.
+  const double w = static_cast<double>(gpt.width), d = static_cast<double>(gpt.depth);
+  const double params = 12.0 * w * w * d + static_cast<double>(gpt.vocab) * w + static_cast<double>(gpt.context) * w;
+  const double build = params * 4;  // every rank builds the full fp32 model before sharding
+  const int shards = std::max(1, trainer.layout.zero) * std::max(1, trainer.layout.pp);
+  const double state = params * 16 / shards;
+  const double tokens = static_cast<double>(micro_batch) * static_cast<double>(gpt.context);
+  const double acts = tokens * (20 * w + static_cast<double>(gpt.heads) * gpt.context) * d * 4 *
+                      std::max(1, trainer.microbatches) +
+                      tokens * static_cast<double>(gpt.vocab) * 4 * 3;
+  const double per_rank = build + state + acts;
+  const double avail = static_cast<double>(cli::AvailableMemoryBytes()) / std::max(1, local_ranks);
+  if (avail > 0 && per_rank > avail) {
+    throw std::invalid_argument(absl::StrCat(
+        "memory estimate: about ", static_cast<int64_t>(per_rank / 1e6), " MB per rank (full model built before ",
+        "sharding ", static_cast<int64_t>(build / 1e6), " MB, sharded model state ", static_cast<int64_t>(state / 1e6),
+        " MB, activations and logits ", static_cast<int64_t>(acts / 1e6), " MB) but ", static_cast<int64_t>(avail / 1e6),
+        " MB are available per rank (", local_ranks, " local ranks); shrink width/depth/micro-batch or add ranks"));
+  }
 }
 
 }  // namespace tools

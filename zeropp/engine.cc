@@ -38,8 +38,8 @@ std::string MemoryStats::ToString() const {
 }
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
-               UnitFilter owns)
-    : groups_(groups), options_(std::move(options)), owns_(std::move(owns)), optimizer_(options_.adamw) {
+               std::vector<int> unit_starts, std::vector<bool> owned)
+    : groups_(groups), options_(std::move(options)), owned_(std::move(owned)), optimizer_(options_.adamw) {
   const std::string where = Where();
   if (!model) throw std::invalid_argument(where + " Engine: model is null");
   seq_ = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model);
@@ -52,7 +52,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, 
   }
   std::string err = options_.Validate();
   if (!err.empty()) throw std::invalid_argument(absl::StrCat(where, " EngineOptions: ", err));
-  BuildUnits();
+  BuildUnits(unit_starts);
   AgreeOnModel();
   SetUpOffload();
   InitializeShards();
@@ -68,30 +68,19 @@ Engine::~Engine() {
 
 std::string Engine::Where() const { return absl::StrCat("[rank ", groups_.rank(), "]"); }
 
-void Engine::BuildUnits() {
+void Engine::BuildUnits(const std::vector<int>& starts) {
   const int children = static_cast<int>(seq_->size());
-  // Unit boundaries.
-  std::vector<int> starts;
-  const UnitPolicy& pol = options_.units;
-  if (pol.kind == UnitPolicy::Kind::kPerChild) {
-    for (int i = 0; i < children; ++i) starts.push_back(i);
-  } else if (pol.kind == UnitPolicy::Kind::kExplicit) {
-    starts = pol.starts;
-    if (starts.back() >= children) {
-      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: units.starts([",
-                                               absl::StrJoin(starts, ","), "]) has a unit starting at child ",
-                                               starts.back(), " but the Sequential has ", children, " children"));
-    }
-  } else {
-    int64_t acc = 0;
-    starts.push_back(0);
-    for (int i = 0; i < children; ++i) {
-      for (const auto& p : seq_->ptr(i)->parameters()) acc += p.numel();
-      if (acc >= pol.target_numel && i + 1 < children) {
-        starts.push_back(i + 1);
-        acc = 0;
-      }
-    }
+  if (starts.empty() || starts[0] != 0 || starts.back() >= children ||
+      !std::is_sorted(starts.begin(), starts.end()) ||
+      std::adjacent_find(starts.begin(), starts.end()) != starts.end()) {
+    throw std::invalid_argument(absl::StrCat(Where(), " Engine: unit starts [", absl::StrJoin(starts, ","),
+                                             "] must begin at 0, increase strictly and stay below ", children,
+                                             " children (use PlanUnits)"));
+  }
+  if (owned_.empty()) owned_.assign(starts.size(), true);
+  if (owned_.size() != starts.size()) {
+    throw std::invalid_argument(absl::StrCat(Where(), " Engine: ", owned_.size(), " ownership flags for ",
+                                             starts.size(), " units"));
   }
   // Parameters per unit; tied tensors belong to the first unit that registers them.
   const auto& cfg = groups_.config();
@@ -100,9 +89,6 @@ void Engine::BuildUnits() {
   const int64_t pad = cfg.dp_mode == DpMode::kZero1 ? static_cast<int64_t>(zero) * cfg.dp : zero;
   std::map<const void*, int> owner;        // among this rank's units
   std::map<const void*, int> first_unit;   // among all units
-  for (size_t u = 0; u < starts.size(); ++u) {
-    owned_.push_back(!owns_ || owns_(static_cast<int>(u), starts));
-  }
   for (size_t u = 0; u < starts.size(); ++u) {
     const int begin = starts[u];
     const int end = u + 1 < starts.size() ? starts[u + 1] : children;
@@ -145,28 +131,6 @@ void Engine::BuildUnits() {
   }
   if (seq_->parameters(/*recurse=*/true).empty()) {
     throw std::invalid_argument(Where() + " Engine: the model has no parameters to train");
-  }
-  // Who completes each unit's gradient: the lowest-index unit among it and its users.
-  const int k = num_units();
-  last_grad_writer_.resize(k);
-  for (int u = 0; u < k; ++u) last_grad_writer_[u] = u;
-  for (int j = 0; j < k; ++j) {
-    for (int d : units_[j]->deps()) last_grad_writer_[d] = std::min(last_grad_writer_[d], j);
-  }
-  // Live-unit cap must fit the schedule.
-  if (options_.max_live_units > 0) {
-    size_t max_deps = 0;
-    for (const auto& u : units_) max_deps = std::max(max_deps, u->deps().size());
-    if (options_.max_live_units < static_cast<int>(1 + max_deps)) {
-      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: max_live_units(", options_.max_live_units,
-                                               ") is below 1 + the most tied-parameter dependencies of a unit (",
-                                               1 + max_deps, ")"));
-    }
-    if (!options_.reshard_after_forward && options_.max_live_units < k) {
-      throw std::invalid_argument(absl::StrCat(Where(), " EngineOptions: reshard_after_forward=false keeps all ", k,
-                                               " units unsharded until backward; max_live_units(",
-                                               options_.max_live_units, ") must be 0 or >= ", k));
-    }
   }
 }
 
@@ -251,71 +215,36 @@ int64_t Engine::num_parameters() const {
   return n;
 }
 
-int Engine::LiveUnits() const {
-  int n = 0;
-  for (const auto& u : units_) n += u->live() ? 1 : 0;
-  return n;
-}
-
-void Engine::NoteUnshard(int u) {
+void Engine::Unshard(int u) {
+  units_[u]->Unshard(groups_.zero());
   unsharded_live_ += units_[u]->unsharded_bytes();
   unsharded_peak_ = std::max(unsharded_peak_, unsharded_live_);
 }
 
-void Engine::Require(int k) {
-  std::vector<int> need = UnitAndDeps(k);
-  for (int u : need) {
-    if (units_[u]->state() != ShardState::kSharded) continue;
-    if (options_.max_live_units > 0 && LiveUnits() >= options_.max_live_units) ReleaseExcept(need);
-    if (options_.max_live_units > 0 && LiveUnits() >= options_.max_live_units) {
-      throw std::logic_error(absl::StrCat(Where(), " Engine: unit ", u, " needed but ", LiveUnits(),
-                                          " units are live at max_live_units(", options_.max_live_units, ")"));
-    }
-    units_[u]->Unshard(groups_.zero());
-    NoteUnshard(u);
-  }
+void Engine::WaitForUnshard(int u) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (int u : need) {
-    if (units_[u]->state() == ShardState::kUnsharding) units_[u]->WaitForUnshard();
-  }
-  gather_wait_us_ += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  units_[u]->WaitForUnshard();
+  gather_wait_us_ +=
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void Engine::Prefetch(int k, int direction) {
-  for (int d = 1; d <= options_.prefetch_depth; ++d) {
-    const int j = k + direction * d;
-    if (j < 0 || j >= num_units()) return;
-    std::vector<int> need = UnitAndDeps(j);
-    int sharded = 0;
-    for (int u : need) sharded += units_[u]->state() == ShardState::kSharded ? 1 : 0;
-    if (options_.max_live_units > 0 && LiveUnits() + sharded > options_.max_live_units) return;
-    for (int u : need) {
-      if (units_[u]->state() == ShardState::kSharded) {
-        units_[u]->Unshard(groups_.zero());
-        NoteUnshard(u);
-      }
-    }
-    // Offloaded shards: start reading the one after the prefetch window.
-    const int next = j + direction;
-    if (next >= 0 && next < num_units() && units_[next]->flat() && units_[next]->state() == ShardState::kSharded) {
-      units_[next]->flat()->PrefetchShard();
-    }
-  }
+void Engine::Reshard(int u) {
+  if (units_[u]->state() == ShardState::kUnsharding) WaitForUnshard(u);
+  units_[u]->Reshard();
+  unsharded_live_ -= units_[u]->unsharded_bytes();
 }
 
-std::vector<int> Engine::UnitAndDeps(int k) const {
-  std::vector<int> v = units_[k]->deps();
-  v.push_back(k);
-  return v;
+void Engine::PrefetchShard(int u) {
+  if (units_[u]->flat() && units_[u]->state() == ShardState::kSharded) units_[u]->flat()->PrefetchShard();
 }
 
-void Engine::ReleaseExcept(const std::vector<int>& keep) {
-  for (auto& u : units_) {
-    if (u->state() == ShardState::kUnsharded && !Contains(keep, u->index())) {
-      u->Reshard();
-      unsharded_live_ -= u->unsharded_bytes();
-    }
-  }
+void Engine::AllocateGrad(int u) {
+  FlatParam* f = units_[u]->flat();
+  if (!f || units_[u]->grad_state() == GradState::kAccumulating) return;
+  units_[u]->BeginGrad();
+  f->AllocateGradFull();
+  grad_live_ += f->full_bytes();
+  grad_peak_ = std::max(grad_peak_, grad_live_);
 }
 
 at::Tensor Engine::RunUnit(int k, const at::Tensor& x) {
@@ -326,9 +255,18 @@ at::Tensor Engine::RunUnit(int k, const at::Tensor& x) {
   return y;
 }
 
+at::Tensor Engine::UnshardedGrad(int u) {
+  if (!units_[u]->flat() || units_[u]->grad_state() != GradState::kAccumulating) {
+    throw std::logic_error(absl::StrCat(Where(), " ", units_[u]->Describe(), ": UnshardedGrad expects gradient state ",
+                                        "Accumulating, found ", GradStateName(units_[u]->grad_state())));
+  }
+  return units_[u]->flat()->grad_full();
+}
+
 void Engine::ReduceGrad(int u) {
   FlatParam* f = units_[u]->flat();
-  if (!f || !f->has_grad_full()) return;
+  if (!f || units_[u]->grad_state() != GradState::kAccumulating) return;
+  units_[u]->StartReduce();
   at::Tensor src = f->grad_full();
   if (f->reduce_dtype() != f->param_dtype()) src = src.to(f->reduce_dtype());
   at::Tensor out = at::empty({f->shard_numel()}, at::TensorOptions().dtype(f->reduce_dtype()));
@@ -348,135 +286,13 @@ void Engine::FinishReductions(bool block) {
     }
     p.work->Wait();
     units_[p.unit]->flat()->AccumulateGradShard(p.out);
+    units_[p.unit]->FinishReduce();
     grad_live_ -= p.held_bytes;
   }
   pending_ = std::move(left);
 }
 
-void Engine::RunMicroBatch(const at::Tensor& input, const at::Tensor& target, const LossFn& loss_fn,
-                           int num_micro, bool last_micro, double* loss_sum) {
-  const int k_units = num_units();
-  std::vector<at::Tensor> unit_in(k_units), unit_out(k_units);
-  at::Tensor x = input;
-  for (int k = 0; k < k_units; ++k) {
-    Require(k);
-    Prefetch(k, +1);
-    at::Tensor xin = k == 0 ? x : x.detach().requires_grad_(true);
-    at::Tensor out;
-    if (options_.recompute) {
-      c10::NoGradGuard no_grad;
-      out = RunUnit(k, xin);
-    } else {
-      out = RunUnit(k, xin);
-    }
-    unit_in[k] = xin;
-    unit_out[k] = out;
-    x = out;
-    // The last unit's backward follows at once; earlier recomputed units may park their input.
-    if (options_.offload.activations != "none" && k + 1 < k_units) OffloadActivation(k, &unit_in[k]);
-    if (options_.reshard_after_forward && k + 1 < k_units) {
-      std::vector<int> keep = UnitAndDeps(k + 1);
-      ReleaseExcept(keep);
-    }
-  }
-  at::Tensor grad_next;
-  for (int k = k_units - 1; k >= 0; --k) {
-    Require(k);
-    Prefetch(k, -1);
-    std::vector<int> writers = UnitAndDeps(k);
-    for (int u : writers) {
-      FlatParam* f = units_[u]->flat();
-      if (f && !f->has_grad_full()) {
-        f->AllocateGradFull();
-        grad_live_ += f->full_bytes();
-        grad_peak_ = std::max(grad_peak_, grad_live_);
-      }
-    }
-    at::Tensor out = unit_out[k];
-    if (options_.offload.activations != "none" && k + 1 < k_units) {
-      if (k >= 1 && act_slot_[k - 1] >= 0) swap_->Prefetch(act_slot_[k - 1]);
-      unit_in[k] = FetchActivation(k);
-    }
-    if (options_.recompute) out = RunUnit(k, unit_in[k]);
-    if (k == k_units - 1) {
-      at::Tensor loss = loss_fn(out, target) / num_micro;
-      *loss_sum += loss.item<double>();
-      torch::autograd::backward({loss});
-    } else {
-      if (!grad_next.defined()) {
-        throw std::logic_error(absl::StrCat(Where(), " Engine: unit ", k + 1, " produced no gradient for its input"));
-      }
-      torch::autograd::backward({out}, {grad_next});
-    }
-    grad_next = k > 0 ? unit_in[k].grad() : at::Tensor();
-    unit_in[k] = at::Tensor();
-    unit_out[k] = at::Tensor();
-    if (!options_.no_sync) {
-      for (int u = 0; u < k_units; ++u) {
-        if (last_grad_writer_[u] == k) ReduceGrad(u);
-      }
-    }
-    std::vector<int> keep;
-    if (k > 0) {
-      keep = UnitAndDeps(k - 1);
-      // Without resharding after forward, units still ahead in backward stay gathered.
-      if (!options_.reshard_after_forward) {
-        for (int u = 0; u < k - 1; ++u) keep.push_back(u);
-      }
-    } else if (!last_micro) {
-      keep = UnitAndDeps(0);
-    }
-    ReleaseExcept(keep);
-  }
-  if (options_.no_sync && last_micro) {
-    for (int u = 0; u < k_units; ++u) ReduceGrad(u);
-  }
-}
-
-double Engine::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
-                        const LossFn& loss_fn) {
-  if (inputs.empty() || inputs.size() != targets.size()) {
-    throw std::invalid_argument(absl::StrCat(Where(), " Engine::Evaluate: got ", inputs.size(), " inputs and ",
-                                             targets.size(), " targets, expected the same number >= 1"));
-  }
-  if (owns_) {
-    throw std::logic_error(absl::StrCat(Where(), " Engine::Evaluate: this engine holds one pipeline stage; use "
-                                        "PipelineExecutor::Evaluate"));
-  }
-  c10::NoGradGuard no_grad;
-  const int k_units = num_units();
-  double loss_sum = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    at::Tensor x = inputs[i];
-    for (int k = 0; k < k_units; ++k) {
-      Require(k);
-      Prefetch(k, +1);
-      x = RunUnit(k, x);
-      if (k + 1 < k_units) {
-        std::vector<int> keep = UnitAndDeps(k + 1);
-        ReleaseExcept(keep);
-      }
-    }
-    loss_sum += loss_fn(x, targets[i]).item<double>() / static_cast<double>(inputs.size());
-  }
-  ReleaseExcept({});
-  return SumOverRanks(groups_.world(), loss_sum) / groups_.world().size();
-}
-
-StepResult Engine::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
-                        const LossFn& loss_fn) {
-  if (inputs.empty() || inputs.size() != targets.size()) {
-    throw std::invalid_argument(absl::StrCat(Where(), " Engine::Step: got ", inputs.size(), " inputs and ",
-                                             targets.size(), " targets, expected the same number >= 1"));
-  }
-  const StepMarks marks = BeginStep();
-  double loss_sum = 0;
-  const int m = static_cast<int>(inputs.size());
-  for (int i = 0; i < m; ++i) RunMicroBatch(inputs[i], targets[i], loss_fn, m, i == m - 1, &loss_sum);
-  return FinishStep(loss_sum, {}, {}, marks);
-}
-
-Engine::StepMarks Engine::BeginStep() {
+StepMarks Engine::BeginStep() {
   StepMarks marks;
   marks.zero = groups_.zero().Stats();
   marks.dp = groups_.dp().Stats();

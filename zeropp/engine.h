@@ -1,28 +1,23 @@
-// engine.h: ZeRO-3 training of an unmodified torch::nn::Sequential.
+// engine.h: the sharded training state of one rank, for an unmodified torch::nn::Sequential.
 //
-// The Sequential's children are grouped into scheduling units (EngineOptions::units); each
-// unit's parameters become one padded flat buffer sharded across the zero group (FlatParam). The
-// engine drives units itself, micro-batch by micro-batch:
-//   forward  : unit k computes while units k+1..k+prefetch_depth are all-gathered on the comm
-//              thread; after its forward a unit is resharded (reshard_after_forward) except the
-//              last, whose backward follows at once.
-//   backward : units in reverse, each re-gathered with prefetch of the next; the unit's gradient
-//              (accumulated by autograd straight into its flat gradient buffer) is reduce-scattered
-//              as soon as its backward and that of every unit sharing its tied parameters is done,
-//              overlapping the next unit's backward.
-//   step     : gradients averaged over the zero group, then across replicas (dp: all-reduce;
-//              zero1: reduce-scatter, each replica updating 1/dp of the shard, then all-gather);
-//              global-norm clipping; AdamW on the fp32 master shards.
-// Tied parameters (one tensor registered in two children) belong to the first unit; later units
-// that use them depend on it. Frozen parameters are sharded but never updated. Buffers are
-// broadcast from rank 0 at construction.
+// The Sequential's children are grouped into scheduling units (planned by PlanUnits,
+// unit_plan.h); each unit this rank holds has its parameters in one padded flat buffer sharded
+// across the zero group (FlatParam). The engine schedules nothing itself: the executor
+// (scheduler/runtime/executor.h) runs a schedule and drives units through the public
+// transitions below, and the engine keeps the memory accounting inside those transitions.
+//   shard state : Unshard -> WaitForUnshard -> Reshard     (scheduling_unit.h's table)
+//   grad state  : AllocateGrad -> ReduceGrad -> (reduction lands) FinishReductions
+//   step        : BeginStep ... FinishStep: gradients averaged over the zero group, then across
+//                 replicas (dp: all-reduce; zero1: reduce-scatter, each replica updating 1/dp of
+//                 the shard, then all-gather); global-norm clipping; AdamW on fp32 master shards.
+// Tied parameters (one tensor registered in two children) belong to the first unit that holds
+// them on this rank; later units that use them depend on it (SchedulingUnit::deps). Frozen
+// parameters are sharded but never updated. Buffers are broadcast from rank 0 at construction.
 //
-// Construction and Step are collective: call them on every rank with the same model and options.
-// A rank with a different model (names, shapes, dtypes, unit layout) makes every rank throw the
-// same message at construction, before any other collective.
-//
-//   Engine engine(model, groups, options);
-//   StepResult r = engine.Step(inputs, targets, loss_fn);   // one optimizer step
+// Construction is collective: call it on every rank with the same model, options and plan. A
+// rank with a different model (names, shapes, dtypes, unit layout) makes every rank throw the
+// same message at construction, before any other collective. Users do not construct engines:
+// zeropp.h's Trainer does.
 #pragma once
 
 #include <functional>
@@ -86,74 +81,78 @@ struct StepResult {
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
-// Which scheduling units this rank materialises (pipeline stages); empty = all of them. Called
-// with the child index each unit starts at (one entry per unit).
-using UnitFilter = std::function<bool(int unit, const std::vector<int>& unit_starts)>;
+// Counters at the start of a step, so that FinishStep reports this step's share.
+struct StepMarks {
+  CommStats zero, dp;
+  int64_t gathers = 0, reduce_scatters = 0, gather_wait_us = 0;
+};
 
 class Engine {
  public:
   // Throws std::invalid_argument (bad model or options, same on every rank) or CommError.
-  // With `owns`, only the units it accepts get FlatParams on this rank (a pipeline stage); a
-  // tensor tied between an owned and a non-owned unit is then held by both stages (see
-  // pipeline_executor.h for how their gradients are combined).
+  // `unit_starts` is the first child of each unit (PlanUnits); `owned[u]` says whether this rank
+  // materialises unit u (a pipeline stage holds some; empty = all). A tensor tied between an
+  // owned and a non-owned unit is held by both stages (the executor combines their gradients).
   Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
-         UnitFilter owns = nullptr);
+         std::vector<int> unit_starts, std::vector<bool> owned = {});
   ~Engine();
 
-  // One optimizer step over inputs.size() micro-batches (targets aligned). The loss of each
-  // micro-batch is divided by the number of micro-batches. Collective.
-  StepResult Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
-                  const LossFn& loss_fn);
+  // --- Transitions, called by the executor on the training thread. Each checks its source state.
+  // Shard state kSharded -> kUnsharding: starts the all-gather (comm thread). Non-blocking.
+  void Unshard(int u);
+  // kUnsharding -> kUnsharded: blocks until the gather landed; the wait counts as exposed time.
+  void WaitForUnshard(int u);
+  // kUnsharded (or kUnsharding, after waiting) -> kSharded: frees the gathered buffer.
+  void Reshard(int u);
+  // Starts reading an offloaded shard ahead of its Unshard (no-op when not offloaded or gathered).
+  void PrefetchShard(int u);
+  // Grad state kNone -> kAccumulating: allocates the unsharded gradient autograd accumulates into
+  // (no-op when already accumulating).
+  void AllocateGrad(int u);
+  // kAccumulating -> kReducing: starts the reduce-scatter of the unit's gradient and frees the
+  // unsharded buffer; the shard is updated when the reduction lands (FinishReductions). No-op for
+  // a unit that is not accumulating.
+  void ReduceGrad(int u);
+  // The unsharded gradient of a unit in grad state kAccumulating (throws std::logic_error else).
+  at::Tensor UnshardedGrad(int u);
+  // Lands finished reductions (all of them when `block`): kReducing -> kNone.
+  void FinishReductions(bool block);
+  // Runs unit u's children on x (its shard state must be kUnsharded, with its deps).
+  at::Tensor RunUnit(int u, const at::Tensor& x);
+  // Activation offload of recomputed units (offload.activations): parks *saved (released),
+  // starts reading it back ahead of use, and returns it (requires_grad for u > 0).
+  void OffloadActivation(int u, at::Tensor* saved);
+  void PrefetchActivation(int u);
+  at::Tensor FetchActivation(int u);
 
-  // The mean loss over the micro-batches and data-parallel ranks, forward only: units are
-  // gathered (with prefetch) and released as in Step's forward, no gradient or optimizer state is
-  // touched. Collective; every rank gets the same value.
-  double Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
-                  const LossFn& loss_fn);
+  // Snapshots the counters and resets every unit's gradient-shard bookkeeping.
+  StepMarks BeginStep();
+  // Cross-replica reduction, global-norm clipping (over `norm_groups` besides zero/dp), AdamW,
+  // write-back and the loss average (summed over `loss_sum_groups` first). Collective.
+  StepResult FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
+                        const std::vector<Communicator*>& norm_groups, const StepMarks& marks);
 
-  // Full fp32 values of every unique parameter, in the model's named_parameters order.
-  // Collective over the zero group.
+  // The learning rate of the next FinishStep (learning-rate schedules).
+  void SetLearningRate(float lr) { optimizer_.set_lr(lr); }
+
+  // Full fp32 values of every unique parameter this rank holds, in the model's named_parameters
+  // order. Collective over the zero group.
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
 
   MemoryStats Memory() const;
   int num_units() const { return static_cast<int>(units_.size()); }
   const SchedulingUnit& unit(int k) const { return *units_[k]; }
-  int64_t num_parameters() const;  // unique, unpadded
+  bool owned(int k) const { return owned_[k]; }
+  int64_t num_parameters() const;  // unique, unpadded, held by this rank
   const EngineOptions& options() const { return options_; }
+  torch::nn::SequentialImpl& model() { return *seq_; }
 
  private:
-  friend class PipelineAccess;
-  // Counters at the start of a step, so that FinishStep reports this step's share.
-  struct StepMarks {
-    CommStats zero, dp;
-    int64_t gathers = 0, reduce_scatters = 0, gather_wait_us = 0;
-  };
-  // Snapshots the counters and resets every unit's gradient-shard bookkeeping; shared by Step and
-  // the pipeline executor.
-  StepMarks BeginStep();
-  // Cross-replica reduction, global-norm clipping (over `norm_groups` besides zero/dp), AdamW,
-  // write-back and the loss average; shared by Step and the pipeline executor.
-  StepResult FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
-                        const std::vector<Communicator*>& norm_groups, const StepMarks& marks);
-  void BuildUnits();
+  void BuildUnits(const std::vector<int>& starts);
   void AgreeOnModel();
   void InitializeShards();
-  at::Tensor RunUnit(int k, const at::Tensor& x);
-  void RunMicroBatch(const at::Tensor& input, const at::Tensor& target, const LossFn& loss_fn,
-                     int num_micro, bool last_micro, double* loss_sum);
   void SetUpOffload();
   void EstimateAndCheckBudget();
-  void OffloadActivation(int k, at::Tensor* saved);
-  at::Tensor FetchActivation(int k);
-  void Require(int k);
-  void Prefetch(int k, int direction);
-  void ReleaseExcept(const std::vector<int>& keep);
-  // Unit k and the units whose tensors it uses: what must be gathered to run it.
-  std::vector<int> UnitAndDeps(int k) const;
-  void ReduceGrad(int u);
-  void FinishReductions(bool block);
-  void NoteUnshard(int u);
-  int LiveUnits() const;
   std::string Where() const;
 
   std::shared_ptr<torch::nn::SequentialImpl> seq_;
@@ -166,9 +165,7 @@ class Engine {
   std::vector<std::unique_ptr<SchedulingUnit>> units_;
   std::vector<int> act_slot_;                      // per unit: swap slot of its saved input
   std::vector<std::vector<int64_t>> act_shape_;    // the shape that slot was made for
-  std::vector<int> last_grad_writer_;  // unit whose backward completes unit u's gradient
   std::vector<std::string> param_order_;  // unique parameter names, model order
-  UnitFilter owns_;
   std::vector<bool> owned_;
   ShardedAdamW optimizer_;
 

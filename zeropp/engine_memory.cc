@@ -74,6 +74,10 @@ void Engine::OffloadActivation(int k, at::Tensor* saved) {
   *saved = at::Tensor();  // the only in-memory copy is released
 }
 
+void Engine::PrefetchActivation(int k) {
+  if (k >= 0 && k < static_cast<int>(act_slot_.size()) && act_slot_[k] >= 0) swap_->Prefetch(act_slot_[k]);
+}
+
 at::Tensor Engine::FetchActivation(int k) {
   at::Tensor t = swap_->Acquire(act_slot_[k]).clone();
   swap_->Release(act_slot_[k], /*dirty=*/false);

@@ -15,6 +15,15 @@ const char* ShardStateName(ShardState s) {
   return "?";
 }
 
+const char* GradStateName(GradState s) {
+  switch (s) {
+    case GradState::kNone: return "None";
+    case GradState::kAccumulating: return "Accumulating";
+    case GradState::kReducing: return "Reducing";
+  }
+  return "?";
+}
+
 SchedulingUnit::SchedulingUnit(int index, int first_child, int end_child, std::unique_ptr<FlatParam> flat,
                                std::vector<int> deps)
     : index_(index), first_child_(first_child), end_child_(end_child), flat_(std::move(flat)), deps_(std::move(deps)) {}
@@ -29,6 +38,32 @@ void SchedulingUnit::Expect(ShardState expected, const char* transition) const {
     throw std::logic_error(absl::StrCat(Describe(), ": ", transition, " expects state ",
                                         ShardStateName(expected), ", found ", ShardStateName(state_)));
   }
+}
+
+void SchedulingUnit::ExpectGrad(GradState expected, const char* transition) const {
+  if (grad_state_ != expected) {
+    throw std::logic_error(absl::StrCat(Describe(), ": ", transition, " expects gradient state ",
+                                        GradStateName(expected), ", found ", GradStateName(grad_state_)));
+  }
+}
+
+void SchedulingUnit::BeginGrad() {
+  if (grad_state_ == GradState::kAccumulating) ExpectGrad(GradState::kNone, "BeginGrad");
+  grad_state_ = GradState::kAccumulating;
+}
+
+void SchedulingUnit::StartReduce() {
+  ExpectGrad(GradState::kAccumulating, "StartReduce");
+  grad_state_ = GradState::kReducing;
+  ++reductions_in_flight_;
+}
+
+void SchedulingUnit::FinishReduce() {
+  if (reductions_in_flight_ == 0) {
+    throw std::logic_error(absl::StrCat(Describe(), ": FinishReduce with no reduction in flight (gradient state ",
+                                        GradStateName(grad_state_), ")"));
+  }
+  if (--reductions_in_flight_ == 0 && grad_state_ == GradState::kReducing) grad_state_ = GradState::kNone;
 }
 
 void SchedulingUnit::Unshard(Communicator& zero) {

@@ -9,8 +9,21 @@
 //   kUnsharding  | full buffer (being filled)          | WaitForUnshard -> kUnsharded
 //   kUnsharded   | full buffer (valid)                 | Reshard        -> kSharded
 //
-// (Offloaded, for parameters whose shard lives on host or NVMe, joins this table with the
-// offload engine.) A unit without own parameters (only tied ones) has no FlatParam; its
+// Where the shard itself lives (device, host pool or NVMe file) is the FlatParam's residency,
+// orthogonal to this table. The gradient state of a unit is a second machine:
+//
+//   grad state     | memory held                          | transitions
+//   ---------------+--------------------------------------+-----------------------------------------
+//   kNone          | the gradient shard only              | BeginGrad   -> kAccumulating
+//   kAccumulating  | + the unsharded gradient (autograd   | StartReduce -> kReducing
+//                  |   accumulates every backward into it)| FinishReduce (of an older reduction) stays
+//   kReducing      | + the reduce-scatter's output        | FinishReduce -> kNone (shard updated)
+//                  |                                      | BeginGrad   -> kAccumulating (a new
+//                  |                                      |   accumulation while the last lands:
+//                  |                                      |   ZeroPP reduces once per unit)
+// kReducing lasts until every reduction started for the unit has landed.
+//
+// A unit without own parameters (only tied ones) has no FlatParam; its
 // transitions then only track state. `deps` lists the units owning tied parameters this unit
 // uses: they must be unsharded whenever this one computes.
 #pragma once
@@ -26,6 +39,8 @@ namespace zeropp {
 
 enum class ShardState { kSharded, kUnsharding, kUnsharded };
 const char* ShardStateName(ShardState s);
+enum class GradState { kNone, kAccumulating, kReducing };
+const char* GradStateName(GradState s);
 
 class SchedulingUnit {
  public:
@@ -40,7 +55,13 @@ class SchedulingUnit {
   // kUnsharded -> kSharded: frees the full buffer.
   void Reshard();
 
+  // Gradient transitions (bookkeeping only; the engine moves the buffers). Each asserts its source.
+  void BeginGrad();
+  void StartReduce();
+  void FinishReduce();
+
   ShardState state() const { return state_; }
+  GradState grad_state() const { return grad_state_; }
   bool live() const { return state_ != ShardState::kSharded; }
   int index() const { return index_; }
   int first_child() const { return first_child_; }
@@ -54,6 +75,7 @@ class SchedulingUnit {
 
  private:
   void Expect(ShardState expected, const char* transition) const;
+  void ExpectGrad(GradState expected, const char* transition) const;
 
   int index_;
   int first_child_;
@@ -61,6 +83,8 @@ class SchedulingUnit {
   std::unique_ptr<FlatParam> flat_;
   std::vector<int> deps_;
   ShardState state_ = ShardState::kSharded;
+  GradState grad_state_ = GradState::kNone;
+  int reductions_in_flight_ = 0;  // started and not yet landed (several when reduced per micro-batch)
   std::shared_ptr<CommWork> gather_;
   int64_t gathers_ = 0;
 };

@@ -23,6 +23,8 @@ class ShardedAdamW {
  public:
   explicit ShardedAdamW(const kernels::AdamWHyper& hyper, int threads = 1)
       : hyper_(hyper), path_(kernels::BestCpuPath()), threads_(threads) {}
+  // The learning rate of the following steps (a schedule sets it before each step).
+  void set_lr(float lr) { hyper_.lr = lr; }
 
   // Keep the moments on `tier` through `swap` (call before AddUnit).
   void SetSwap(offload::SwapManager* swap, offload::Tier tier) {

@@ -1,4 +1,4 @@
-#include "scheduler/split_backward.h"
+#include "scheduler/runtime/split_backward.h"
 
 #include <stdexcept>
 #include <string>

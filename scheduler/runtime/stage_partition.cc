@@ -1,4 +1,4 @@
-#include "scheduler/stage_partition.h"
+#include "scheduler/runtime/stage_partition.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "benchmarks/loopback_bound.h"
+#include "zeropp/cli/loopback_bound.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace zeropp {
-namespace bench {
+namespace cli {
 
 double MeasureLoopbackBytesPerSec(int64_t total_bytes, int64_t chunk_bytes) {
   int srv = socket(AF_INET, SOCK_STREAM, 0);
@@ -76,5 +76,5 @@ int64_t LoopbackTxBytes() {
   return -1;
 }
 
-}  // namespace bench
+}  // namespace cli
 }  // namespace zeropp

@@ -1,4 +1,4 @@
-#include "scheduler/pipeline_executor.h"
+#include "scheduler/runtime/executor.h"
 
 #include <malloc.h>
 
@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <stdexcept>
+#include <exception>
 #include <tuple>
 
 #include <ATen/ops/empty.h>
@@ -18,42 +19,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/generators.h"
-#include "scheduler/split_backward.h"
-#include "scheduler/stage_partition.h"
+#include "scheduler/runtime/split_backward.h"
 #include "scheduler/validator.h"
 
 namespace zeropp {
-
-// The engine internals the pipeline executor drives (Engine befriends this class).
-class PipelineAccess {
- public:
-  static std::vector<std::unique_ptr<SchedulingUnit>>& Units(Engine& e) { return e.units_; }
-  static bool Owned(Engine& e, int u) { return e.owned_[u]; }
-  static std::shared_ptr<torch::nn::SequentialImpl> Seq(Engine& e) { return e.seq_; }
-  static at::Tensor RunUnit(Engine& e, int k, const at::Tensor& x) { return e.RunUnit(k, x); }
-  static void Unshard(Engine& e, int u) {
-    e.units_[u]->Unshard(e.groups_.zero());
-    e.NoteUnshard(u);
-  }
-  static void Reshard(Engine& e, int u) {
-    e.units_[u]->Reshard();
-    e.unsharded_live_ -= e.units_[u]->unsharded_bytes();
-  }
-  static void AllocateGrad(Engine& e, int u) {
-    FlatParam* f = e.units_[u]->flat();
-    if (!f || f->has_grad_full()) return;
-    f->AllocateGradFull();
-    e.grad_live_ += f->full_bytes();
-    e.grad_peak_ = std::max(e.grad_peak_, e.grad_live_);
-  }
-  static void ReduceGrad(Engine& e, int u) { e.ReduceGrad(u); }
-  static void AddWait(Engine& e, int64_t us) { e.gather_wait_us_ += us; }
-  // An evaluation pass takes no step: nothing to snapshot.
-  static Engine::StepMarks BeginStep(Engine& e, bool train) { return train ? e.BeginStep() : Engine::StepMarks{}; }
-  static StepResult FinishStep(Engine& e, double loss_sum, Communicator& pp, const Engine::StepMarks& marks) {
-    return e.FinishStep(loss_sum, {&pp}, {&pp}, marks);
-  }
-};
 
 namespace scheduler {
 namespace {
@@ -76,12 +45,15 @@ at::Tensor Header(const at::Tensor& t) {
 
 }  // namespace
 
-struct PipelineExecutor::Impl {
+struct Executor::Impl {
   ProcessGroups* groups = nullptr;
   int r = 0, pp = 1, v = 1, stages = 1;
   bool split_backward = true;
   bool measure_heap = false;
   std::vector<std::vector<int>> chunk_units;  // per chunk of this rank
+  // Per schedule (train, eval): for each Gather action, the chunk of the next Gather (or -1).
+  std::vector<int> next_gather_train, next_gather_eval;
+  bool offload_activations = false;
   std::vector<int> deferred_units;            // hold a cross-stage tied tensor: reduced at the step's end
   struct Tied {
     int unit;
@@ -97,83 +69,109 @@ struct PipelineExecutor::Impl {
   std::vector<std::pair<std::shared_ptr<CommWork>, at::Tensor>> sends;
 };
 
-PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups,
-                                   EngineOptions engine_options, PipelineOptions options)
-    : impl_(std::make_unique<Impl>()) {
+namespace {
+
+std::vector<int> NextGathers(const Schedule& s, int rank) {
+  const auto& acts = s.ranks[rank];
+  std::vector<int> next(acts.size(), -1);
+  int upcoming = -1;
+  for (size_t i = acts.size(); i-- > 0;) {
+    if (acts[i].kind == ActionKind::kGather) {
+      next[i] = upcoming;
+      upcoming = acts[i].chunk;
+    }
+  }
+  return next;
+}
+
+}  // namespace
+
+Executor::Executor(Engine& engine, ProcessGroups& groups, Schedule schedule, std::vector<int> stage_of_unit,
+                   ExecutorOptions options)
+    : impl_(std::make_unique<Impl>()), engine_(engine), schedule_(std::move(schedule)),
+      stage_of_unit_(std::move(stage_of_unit)) {
   Impl& im = *impl_;
   im.groups = &groups;
   const ParallelConfig& cfg = groups.config();
   im.pp = cfg.pp;
-  im.v = options.chunks;
+  im.v = schedule_.v;
   im.r = cfg.CoordOf(groups.rank()).pp_index;
   im.stages = im.pp * im.v;
   im.split_backward = options.split_backward;
   im.measure_heap = options.measure_heap;
-  const int u = options.unit_size > 0 ? options.unit_size : options.microbatches;
-  GenOptions go;
-  if (options.recompute == "none") {
-    go.recompute = RecomputePolicy::kNone;
-  } else if (options.recompute == "all") {
-    go.recompute = RecomputePolicy::kAll;
-  } else if (options.recompute == "all-but-last") {
-    go.recompute = RecomputePolicy::kAllButLast;
-  } else if (options.recompute != "default") {
-    throw std::invalid_argument("recompute: got '" + options.recompute +
-                                "', expected one of: default, none, all-but-last, all");
+  if (schedule_.pp != im.pp) {
+    throw std::invalid_argument(absl::StrCat("executor: schedule ", schedule_.name, " has pp(", schedule_.pp,
+                                             ") but the layout has pp(", im.pp, ")"));
   }
-  schedule_ = Generate(options.schedule, im.pp, im.v, options.microbatches, options.schedule == "zeropp" ? u : 0, go);
   ValidationReport rep = Validate(schedule_);
   if (!rep.ok) throw std::logic_error(rep.error);
   eval_schedule_ = ForwardOnly(schedule_);
   rep = Validate(eval_schedule_);
   if (!rep.ok) throw std::logic_error(rep.error);
-  const int stages = im.stages, pp = im.pp, me = im.r;
-  // Units to virtual stages, decided once from the whole model (the same on every rank).
-  auto partition = std::make_shared<std::vector<int>>();
-  const std::string method = options.partition;
-  UnitFilter owns = [partition, model, stages, pp, me, method](int unit, const std::vector<int>& starts) {
-    if (partition->empty()) *partition = PartitionStages(UnitCosts(*model, starts), stages, method);
-    return (*partition)[unit] % pp == me;
-  };
-  engine_ = std::make_unique<Engine>(model, groups, engine_options, owns);
-  auto& units = PipelineAccess::Units(*engine_);
-  const int k = static_cast<int>(units.size());
+  im.next_gather_train = NextGathers(schedule_, im.r);
+  im.next_gather_eval = NextGathers(eval_schedule_, im.r);
+  const int pp = im.pp, me = im.r;
+  const int k = engine_.num_units();
+  if (static_cast<int>(stage_of_unit_.size()) != k) {
+    throw std::invalid_argument(absl::StrCat("executor: ", stage_of_unit_.size(), " stage entries for ", k, " units"));
+  }
   im.chunk_units.resize(im.v);
   for (int i = 0; i < k; ++i) {
-    stage_of_unit_.push_back((*partition)[i]);
-    if (PipelineAccess::Owned(*engine_, i)) im.chunk_units[stage_of_unit_[i] / pp].push_back(i);
+    if (stage_of_unit_[i] < 0 || stage_of_unit_[i] >= im.stages) {
+      throw std::invalid_argument(absl::StrCat("executor: unit ", i, " on virtual stage ", stage_of_unit_[i],
+                                               ", expected 0..", im.stages - 1));
+    }
+    if (engine_.owned(i) != (stage_of_unit_[i] % pp == me)) {
+      throw std::invalid_argument(absl::StrCat("executor: unit ", i, " is on virtual stage ", stage_of_unit_[i],
+                                               " but the engine ", engine_.owned(i) ? "holds" : "does not hold", " it"));
+    }
+    if (engine_.owned(i)) im.chunk_units[stage_of_unit_[i] / pp].push_back(i);
   }
   for (int i = 0; i < k; ++i) {
-    for (int d : units[i]->deps()) {
-      if (stage_of_unit_[d] != stage_of_unit_[i]) {
-        throw std::invalid_argument(absl::StrCat("pipeline: unit ", i, " uses a tensor of unit ", d,
-                                                 " on another virtual stage of the same rank; not supported"));
+    if (!engine_.owned(i)) continue;
+    const int ci = stage_of_unit_[i] / pp;
+    for (int d : engine_.unit(i).deps()) {
+      const int cd = stage_of_unit_[d] / pp;
+      const auto& needs = schedule_.Needs(ci);
+      if (cd != ci && std::find(needs.begin(), needs.end(), cd) == needs.end()) {
+        throw std::invalid_argument(absl::StrCat("executor: unit ", i, " uses a tensor of unit ", d, " on chunk ", cd,
+                                                 " of the same rank, which the schedule does not gather with chunk ",
+                                                 ci, " (its needs)"));
       }
     }
   }
+  im.offload_activations = engine_.options().offload.activations != "none";
+  if (im.offload_activations) {
+    for (int c = 0; c < im.v; ++c) {
+      if (im.chunk_units[c].size() != 1 || im.pp != 1) {
+        throw std::invalid_argument(
+            "executor: activation offload parks one saved input per unit, so it needs pp=1 (one unit per chunk)");
+      }
+    }
+  }
+  auto& seq = engine_.model();
   // Tensors held by this rank and by another pipeline rank: their gradients are exchanged.
-  auto seq = PipelineAccess::Seq(*engine_);
   std::map<const void*, std::vector<int>> holders;  // tensor -> stages of units using it
   for (int i = 0; i < k; ++i) {
-    for (int c = units[i]->first_child(); c < units[i]->end_child(); ++c) {
-      for (const auto& p : seq->ptr(c)->parameters(/*recurse=*/true)) {
+    for (int c = engine_.unit(i).first_child(); c < engine_.unit(i).end_child(); ++c) {
+      for (const auto& p : seq.ptr(c)->parameters(/*recurse=*/true)) {
         auto& h = holders[p.unsafeGetTensorImpl()];
         if (std::find(h.begin(), h.end(), stage_of_unit_[i]) == h.end()) h.push_back(stage_of_unit_[i]);
       }
     }
   }
-  for (const auto& p : seq->parameters(/*recurse=*/true)) {
+  for (const auto& p : seq.parameters(/*recurse=*/true)) {
     const auto& h = holders[p.unsafeGetTensorImpl()];
     std::vector<int> ranks;
     for (int st : h) {
       if (std::find(ranks.begin(), ranks.end(), st % pp) == ranks.end()) ranks.push_back(st % pp);
     }
     if (ranks.size() < 2 || std::find(ranks.begin(), ranks.end(), me) == ranks.end()) continue;
-    if (ranks.size() > 2) throw std::invalid_argument("pipeline: a tensor tied across more than two ranks");
+    if (ranks.size() > 2) throw std::invalid_argument("executor: a tensor tied across more than two ranks");
     const int peer = ranks[0] == me ? ranks[1] : ranks[0];
     bool found = false;
     for (int i = 0; i < k && !found; ++i) {
-      FlatParam* f = units[i]->flat();
+      const FlatParam* f = engine_.unit(i).flat();
       if (!f) continue;
       for (const auto& e : f->entries()) {
         if (e.param.unsafeGetTensorImpl() == p.unsafeGetTensorImpl() && e.trainable) {
@@ -192,34 +190,35 @@ PipelineExecutor::PipelineExecutor(std::shared_ptr<torch::nn::Module> model, Pro
   }
 }
 
-PipelineExecutor::~PipelineExecutor() = default;
+Executor::~Executor() = default;
 
-StepResult PipelineExecutor::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+StepResult Executor::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                                   const LossFn& loss_fn) {
   return Run(schedule_, /*train=*/true, inputs, targets, loss_fn);
 }
 
-double PipelineExecutor::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+double Executor::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                                   const LossFn& loss_fn) {
   c10::NoGradGuard no_grad;
   return Run(eval_schedule_, /*train=*/false, inputs, targets, loss_fn).loss;
 }
 
-StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std::vector<at::Tensor>& inputs,
+StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector<at::Tensor>& inputs,
                                  const std::vector<at::Tensor>& targets, const LossFn& loss_fn) {
   Impl& im = *impl_;
-  Engine& e = *engine_;
-  auto& units = PipelineAccess::Units(e);
+  Engine& e = engine_;
+  const std::vector<int>& next_gather = &schedule == &schedule_ ? im.next_gather_train : im.next_gather_eval;
   Communicator& ppc = im.groups->pp();
   const int m = schedule_.m;
   const int me = im.r;
   const bool first_rank = me == 0, last_rank = me == im.pp - 1;
   if ((first_rank && static_cast<int>(inputs.size()) != m) || (last_rank && static_cast<int>(targets.size()) != m)) {
-    throw std::invalid_argument(absl::StrCat("[rank ", im.groups->rank(), "] pipeline Step: got ", inputs.size(),
+    throw std::invalid_argument(absl::StrCat("Step: got ", inputs.size(),
                                              " inputs and ", targets.size(), " targets, expected ", m,
                                              " micro-batches (the first stage needs inputs, the last targets)"));
   }
-  const auto marks = PipelineAccess::BeginStep(e, train);
+  // An evaluation pass takes no step: nothing to snapshot.
+  const StepMarks marks = train ? e.BeginStep() : StepMarks{};
   auto heap = [] {
     const struct mallinfo2 mi = mallinfo2();
     return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
@@ -231,16 +230,20 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   double loss_sum = 0;
 
+  // The units a computation of chunk c touches: its own and those of the chunks it needs (ties).
+  auto touched = [&](int c) {
+    std::vector<int> us = im.chunk_units[c];
+    for (int d : schedule.Needs(c)) us.insert(us.end(), im.chunk_units[d].begin(), im.chunk_units[d].end());
+    return us;
+  };
   auto wait_gathered = [&](int c) {
-    const auto w0 = Clock::now();
-    for (int u : im.chunk_units[c]) {
-      if (units[u]->state() == ShardState::kUnsharding) units[u]->WaitForUnshard();
-      if (units[u]->state() != ShardState::kUnsharded) {
-        throw std::logic_error(absl::StrCat("pipeline: chunk ", c, " computed while unit ", u, " is ",
-                                            ShardStateName(units[u]->state())));
+    for (int u : touched(c)) {
+      if (e.unit(u).state() == ShardState::kUnsharding) e.WaitForUnshard(u);
+      if (e.unit(u).state() != ShardState::kUnsharded) {
+        throw std::logic_error(absl::StrCat("executor: chunk ", c, " computed while unit ", u, " is ",
+                                            ShardStateName(e.unit(u).state())));
       }
     }
-    PipelineAccess::AddWait(e, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - w0).count());
   };
   // The chunk's units, and the loss on the last virtual stage. On the first virtual stage of a
   // split schedule the graph is cut after the first unit (the embedding): its input needs no
@@ -260,7 +263,7 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
     r.y = xin;
     const auto& us = im.chunk_units[c];
     for (size_t i = 0; i < us.size(); ++i) {
-      r.y = PipelineAccess::RunUnit(e, us[i], r.y);
+      r.y = e.RunUnit(us[i], r.y);
       if (i == 0 && us.size() > 1 && c * im.pp + me == 0 && split_first && c10::GradMode::is_enabled()) {
         r.head = r.y;
         r.y = r.cut = r.y.detach().requires_grad_(true);
@@ -273,7 +276,9 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
     return std::find(im.deferred_units.begin(), im.deferred_units.end(), u) != im.deferred_units.end();
   };
 
-  for (const Action& a : schedule.ranks[me]) {
+  const std::vector<Action>& actions = schedule.ranks[me];
+  for (size_t ai = 0; ai < actions.size(); ++ai) {
+    const Action& a = actions[ai];
     double start = now();
     // Time a computation spent waiting for a gather or a transfer is traced apart from it.
     auto waited = [&](const char* what, const char* cat) {
@@ -284,18 +289,24 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
     const std::pair<int, int> cm{a.chunk, a.mb};
     const int stage = a.chunk * im.pp + me;
     std::string cat = "compute";
+    // An ATen error inside an action is rethrown naming the action and its units (one line); the
+    // original, with its backtrace, stays nested for the program's error log.
+    try {
     switch (a.kind) {
       case ActionKind::kGather:
         cat = "comm";
         for (int u : im.chunk_units[a.chunk]) {
-          if (units[u]->state() == ShardState::kSharded) PipelineAccess::Unshard(e, u);
+          if (e.unit(u).state() == ShardState::kSharded) e.Unshard(u);
+        }
+        // Offloaded shards: start reading the chunk gathered next.
+        if (next_gather[ai] >= 0) {
+          for (int u : im.chunk_units[next_gather[ai]]) e.PrefetchShard(u);
         }
         break;
       case ActionKind::kRelease:
         cat = "comm";
         for (int u : im.chunk_units[a.chunk]) {
-          if (units[u]->state() == ShardState::kUnsharding) units[u]->WaitForUnshard();
-          if (units[u]->state() == ShardState::kUnsharded) PipelineAccess::Reshard(e, u);
+          if (e.unit(u).state() != ShardState::kSharded) e.Reshard(u);
         }
         break;
       case ActionKind::kRecvAct: {
@@ -340,6 +351,11 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
         }
         im.x_in[cm] = xin;
         im.out[cm] = run.y;
+        // A recomputed chunk's saved input goes to the offload tier (the last stage's backward
+        // follows at once).
+        if (im.offload_activations && schedule.Recompute(me, a.chunk) && stage + 1 < im.stages) {
+          e.OffloadActivation(im.chunk_units[a.chunk][0], &im.x_in[cm]);
+        }
         if (run.head.defined()) im.cut[cm] = {run.head, run.cut};
         // Post the receive of this output's gradient now: a transfer then completes as soon as
         // the next stage sends, instead of waiting for both sides' progress threads at B time
@@ -372,8 +388,12 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
       case ActionKind::kBackwardInput: {
         wait_gathered(a.chunk);
         waited("wait-gather", "comm");
-        for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
+        for (int u : touched(a.chunk)) e.AllocateGrad(u);
         ChunkRun run;
+        if (im.offload_activations && schedule.Recompute(me, a.chunk) && stage + 1 < im.stages) {
+          if (a.chunk > 0) e.PrefetchActivation(im.chunk_units[a.chunk - 1][0]);
+          im.x_in[cm] = e.FetchActivation(im.chunk_units[a.chunk][0]);
+        }
         if (schedule.Recompute(me, a.chunk)) {
           run = run_chunk(a.chunk, a.mb, im.x_in.at(cm));
           trace_.push_back({im.groups->rank(), a.RecomputeName(), "compute", start, now()});
@@ -422,14 +442,14 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
       }
       case ActionKind::kBackwardWeight: {
         // Reads only saved activations and gradients: the chunk's weights may be released.
-        for (int u : im.chunk_units[a.chunk]) PipelineAccess::AllocateGrad(e, u);
+        for (int u : touched(a.chunk)) e.AllocateGrad(u);
         auto it = im.weight_pass.find(cm);
         if (it == im.weight_pass.end()) {
-          throw std::logic_error(absl::StrCat("pipeline: W(", a.chunk, ",", a.mb, ") without its B"));
+          throw std::logic_error(absl::StrCat("executor: W(", a.chunk, ",", a.mb, ") without its B"));
         }
         if (it->second->split()) {
           bool released = false;
-          for (int u : im.chunk_units[a.chunk]) released = released || units[u]->state() == ShardState::kSharded;
+          for (int u : im.chunk_units[a.chunk]) released = released || e.unit(u).state() == ShardState::kSharded;
           split_stats_.w_released += released ? 1 : 0;
         }
         it->second->RunWeightPass();
@@ -439,7 +459,7 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
       case ActionKind::kReduceGrad:
         cat = "comm";
         for (int u : im.chunk_units[a.chunk]) {
-          if (!is_deferred(u)) PipelineAccess::ReduceGrad(e, u);
+          if (!is_deferred(u)) e.ReduceGrad(u);
         }
         break;
       case ActionKind::kOptimizerStep: {
@@ -450,7 +470,7 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
         std::vector<std::pair<at::Tensor, at::Tensor>> adds;
         for (size_t i = 0; i < im.tied.size(); ++i) {
           const auto& t = im.tied[i];
-          at::Tensor g = units[t.unit]->flat()->grad_full().narrow(0, t.offset, t.numel);
+          at::Tensor g = e.UnshardedGrad(t.unit).narrow(0, t.offset, t.numel);
           at::Tensor mine = g.clone(), theirs = at::empty_like(g);
           ex.push_back({ppc.SendTagged(mine, t.peer, Tag(kTied, 0, static_cast<int>(i))), mine});
           ex.push_back({ppc.RecvTagged(theirs, t.peer, Tag(kTied, 0, static_cast<int>(i))), theirs});
@@ -458,9 +478,19 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
         }
         for (auto& w : ex) w.first->Wait();
         for (auto& ga : adds) ga.first.add_(ga.second);
-        for (int u : im.deferred_units) PipelineAccess::ReduceGrad(e, u);
+        for (int u : im.deferred_units) e.ReduceGrad(u);
         break;
       }
+    }
+    } catch (const c10::Error& err) {
+      std::string first = err.what_without_backtrace();
+      first = first.substr(0, first.find('\n'));
+      std::string units;
+      if (a.chunk >= 0) {
+        for (int u : im.chunk_units[a.chunk]) absl::StrAppend(&units, units.empty() ? "" : ",", u);
+      }
+      std::throw_with_nested(std::runtime_error(absl::StrCat("[rank ", im.groups->rank(), "] action ", a.ToString(),
+                                                             " (units ", units, ") failed: ", first)));
     }
     if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
     if (im.measure_heap) split_stats_.heap_peak_growth = std::max(split_stats_.heap_peak_growth, heap() - heap0);
@@ -475,7 +505,7 @@ StepResult PipelineExecutor::Run(const Schedule& schedule, bool train, const std
     return r;
   }
   const double finish_start = now();
-  StepResult r = PipelineAccess::FinishStep(e, loss_sum, ppc, marks);
+  StepResult r = e.FinishStep(loss_sum, {&ppc}, {&ppc}, marks);
   trace_.push_back({im.groups->rank(), "OPT", "compute", finish_start, now()});
   return r;
 }

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 namespace zeropp {
-namespace bench {
+namespace cli {
 
 // Bytes per second moving `total_bytes` in `chunk_bytes` writes through a 127.0.0.1 socket.
 double MeasureLoopbackBytesPerSec(int64_t total_bytes, int64_t chunk_bytes);
@@ -13,5 +13,5 @@ double MeasureLoopbackBytesPerSec(int64_t total_bytes, int64_t chunk_bytes);
 // Bytes transmitted so far on the loopback interface (all processes), from /proc/net/dev.
 int64_t LoopbackTxBytes();
 
-}  // namespace bench
+}  // namespace cli
 }  // namespace zeropp

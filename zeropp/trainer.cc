@@ -1,0 +1,182 @@
+// trainer.cc: the Trainer (zeropp.h). Plans units and stages, generates and validates the
+// layout's schedule, then builds the engine and the one executor that runs it.
+#include <algorithm>
+#include <stdexcept>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/generators.h"
+#include "scheduler/runtime/executor.h"
+#include "scheduler/runtime/stage_partition.h"
+#include "scheduler/trace.h"
+#include "zeropp/unit_plan.h"
+#include "zeropp/zeropp.h"
+
+namespace zeropp {
+namespace {
+
+struct LayoutPlan {
+  UnitPlan units;
+  std::vector<int> stage_of_unit;
+  scheduler::Schedule schedule;
+};
+
+torch::nn::SequentialImpl& AsSequential(const std::shared_ptr<torch::nn::Module>& model) {
+  if (!model) throw std::invalid_argument("model: null (expected a torch::nn::Sequential)");
+  auto* seq = dynamic_cast<torch::nn::SequentialImpl*>(model.get());
+  if (!seq) {
+    throw std::invalid_argument(absl::StrCat("model: got a ", model->name(),
+                                             ", expected a torch::nn::Sequential of the model's children"));
+  }
+  return *seq;
+}
+
+// Pure: the model's structure and the options decide units, stages and the schedule. Throws
+// std::invalid_argument naming every number of a layout that cannot be scheduled.
+LayoutPlan PlanLayout(const std::shared_ptr<torch::nn::Module>& model, const TrainerOptions& o) {
+  LayoutPlan plan;
+  plan.units = PlanUnits(AsSequential(model), o.engine.units);
+  const int k = plan.units.num_units();
+  const int pp = o.layout.pp;
+  const int m = o.microbatches;
+  if (pp == 1) {
+    scheduler::Zero3Plan z;
+    z.units = k;
+    z.needs = plan.units.needs;
+    z.prefetch_depth = o.engine.prefetch_depth;
+    z.max_live_units = o.engine.max_live_units;
+    z.reshard_after_forward = o.engine.reshard_after_forward;
+    z.no_sync = o.engine.no_sync;
+    z.recompute = o.engine.recompute;
+    plan.schedule = scheduler::Zero3(m, z);
+    for (int u = 0; u < k; ++u) plan.stage_of_unit.push_back(u);
+    return plan;
+  }
+  const PipelineOptions& po = o.pipeline;
+  const int stages = pp * po.chunks;
+  if (k < stages) {
+    throw std::invalid_argument(absl::StrCat("layout: the model has ", k, " scheduling units but pp(", pp,
+                                             ")*chunks(", po.chunks, ")=", stages,
+                                             " virtual stages need at least one each"));
+  }
+  scheduler::GenOptions go;
+  switch (po.recompute) {
+    case PipelineRecompute::kDefault: go.recompute = scheduler::RecomputePolicy::kDefault; break;
+    case PipelineRecompute::kNone: go.recompute = scheduler::RecomputePolicy::kNone; break;
+    case PipelineRecompute::kAllButLast: go.recompute = scheduler::RecomputePolicy::kAllButLast; break;
+    case PipelineRecompute::kAll: go.recompute = scheduler::RecomputePolicy::kAll; break;
+  }
+  const bool zeropp = po.schedule == PipelineSchedule::kZeroPP;
+  plan.schedule = scheduler::Generate(Name(po.schedule), pp, po.chunks, m,
+                                      zeropp ? (po.unit_size > 0 ? po.unit_size : m) : 0, go);
+  plan.stage_of_unit = scheduler::PartitionStages(scheduler::UnitCosts(*model, plan.units.starts), stages,
+                                                  Name(po.partition));
+  return plan;
+}
+
+// Runs f; an std::invalid_argument that does not name its rank yet gets "[rank R] " in front.
+template <typename F>
+auto WithRank(int rank, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    if (msg.rfind("[rank", 0) == 0) throw;
+    throw std::invalid_argument(absl::StrCat("[rank ", rank, "] ", msg));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Trainer> Trainer::Create(std::shared_ptr<torch::nn::Module> model, const DistEnv& env,
+                                         TrainerOptions options, const ProcessGroupsOptions& groups) {
+  WithRank(env.rank, [&] {
+    const std::string err = options.Resolve(env.world_size);
+    if (!err.empty()) throw std::invalid_argument(err);
+    PlanLayout(model, options);  // refuses an unschedulable layout before any group exists
+  });
+  return std::make_unique<Trainer>(model, ProcessGroups::Create(env, options.layout, groups), options);
+}
+
+Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, std::unique_ptr<ProcessGroups> groups,
+                 TrainerOptions options)
+    : model_(std::move(model)), owned_groups_(std::move(groups)), groups_(owned_groups_.get()),
+      options_(std::move(options)) {
+  Build();
+}
+
+Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, TrainerOptions options)
+    : model_(std::move(model)), groups_(&groups), options_(std::move(options)) {
+  Build();
+}
+
+void Trainer::Build() {
+  options_.layout = groups_->config();  // the groups were made for their layout
+  LayoutPlan plan = WithRank(groups_->rank(), [&] {
+    const std::string err = options_.Resolve(groups_->world().size());
+    if (!err.empty()) throw std::invalid_argument(err);
+    return PlanLayout(model_, options_);
+  });
+  const ParallelConfig& cfg = groups_->config();
+  const MeshCoord me = cfg.CoordOf(groups_->rank());
+  dp_rank_ = me.dp_index * cfg.zero + me.zero_index;
+  dp_size_ = cfg.zero * cfg.dp;
+  std::vector<bool> owned;
+  for (int st : plan.stage_of_unit) owned.push_back(st % cfg.pp == me.pp_index);
+  engine_ = WithRank(groups_->rank(), [&] {
+    return std::make_unique<Engine>(model_, *groups_, options_.engine, plan.units.starts, owned);
+  });
+  scheduler::ExecutorOptions eo;
+  eo.split_backward = options_.pipeline.split_backward;
+  eo.measure_heap = options_.pipeline.measure_heap;
+  executor_ = std::make_unique<scheduler::Executor>(*engine_, *groups_, std::move(plan.schedule),
+                                                    std::move(plan.stage_of_unit), eo);
+}
+
+Trainer::~Trainer() = default;
+
+bool Trainer::needs_inputs() const { return groups_->config().CoordOf(groups_->rank()).pp_index == 0; }
+bool Trainer::needs_targets() const {
+  return groups_->config().CoordOf(groups_->rank()).pp_index == groups_->config().pp - 1;
+}
+
+double Trainer::learning_rate() const { return options_.lr.At(steps_, options_.engine.adamw.lr); }
+
+StepResult Trainer::Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                         const LossFn& loss_fn) {
+  engine_->SetLearningRate(static_cast<float>(learning_rate()));
+  StepResult r = WithRank(groups_->rank(), [&] { return executor_->Step(inputs, targets, loss_fn); });
+  ++steps_;
+  return r;
+}
+
+double Trainer::Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
+                         const LossFn& loss_fn) {
+  // The schedule evaluates a step's worth of micro-batches at a time.
+  const size_t m = static_cast<size_t>(options_.microbatches);
+  // A middle pipeline stage needs neither vector: it evaluates one step's worth unless given more.
+  size_t n = std::max(needs_inputs() ? inputs.size() : 0, needs_targets() ? targets.size() : 0);
+  if (!needs_inputs() && !needs_targets()) n = std::max({inputs.size(), targets.size(), m});
+  if (n == 0 || n % m != 0) {
+    throw std::invalid_argument(absl::StrCat("[rank ", groups_->rank(), "] Evaluate: got ", inputs.size(), " inputs and ", targets.size(),
+                                             " targets, expected a positive multiple of microbatches(", m, ")"));
+  }
+  double loss = 0;
+  for (size_t b = 0; b < n; b += m) {
+    auto slice = [&](const std::vector<at::Tensor>& v) {
+      return v.size() >= b + m ? std::vector<at::Tensor>(v.begin() + b, v.begin() + b + m) : std::vector<at::Tensor>{};
+    };
+    loss += WithRank(groups_->rank(), [&] { return executor_->Evaluate(slice(inputs), slice(targets), loss_fn); });
+  }
+  return loss / static_cast<double>(n / m);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Trainer::FullParameters() { return engine_->FullParameters(); }
+MemoryStats Trainer::Memory() const { return engine_->Memory(); }
+std::string Trainer::ScheduleText() const { return executor_->schedule().ToString(); }
+std::string Trainer::ScheduleName() const { return executor_->schedule().name; }
+std::string Trainer::TraceJson() const { return scheduler::ChromeTraceJson(executor_->trace()); }
+
+}  // namespace zeropp
