@@ -34,7 +34,7 @@ struct CostModel {
   double backward_input_s = 1.0;    // Bi
   double backward_weight_s = 1.0;   // W
   // The first virtual stage's input needs no gradient, so an executor runs its whole backward in
-  // Bi (backward_s) and its W's are empty, as PipelineExecutor does. false: uniform costs.
+  // Bi (backward_s) and its W's are empty, as the executor does. false: uniform costs.
   bool first_stage_whole_backward = false;
   // Per pipeline rank, a factor on its compute times (unbalanced stages); empty = all 1.
   std::vector<double> rank_compute_scale;

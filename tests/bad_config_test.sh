@@ -108,5 +108,16 @@ check 1 "steps: got '1.5', expected an integer" "${OUT[@]}" --config "$(json ste
 check 1 "unknown setting 'no-such-key'" "${OUT[@]}" --config "$(json unknown '{"no_such_key": 1}')"
 check 1 "--config: cannot read '/nonexistent.json'" "${OUT[@]}" --config /nonexistent.json
 
+# ./zpp simulate: zeros, negatives and junk are refused instead of printing inf or nan.
+for bad in "--pp 0" "--tflops -5" "--hidden abc" "--inter-gbps 0" "--chunks 1.5"; do
+  flag=${bad%% *}; value=${bad#* }
+  out="$(timeout 60 "$RUNFILES/tools/simulate" $bad 2>&1)"; rc=$?
+  if [[ $rc -ne 0 && "$out" == "simulate: $flag: got '$value', expected"* && "$out" != *inf* && "$out" != *nan* ]]; then
+    echo "PASS: simulate $bad -> $out"; PASSES=$((PASSES + 1))
+  else
+    echo "FAIL: simulate $bad rc=$rc: $out"; FAILS=$((FAILS + 1))
+  fi
+done
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 && $PASSES -ge 40 ]]

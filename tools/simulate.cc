@@ -10,6 +10,7 @@
 // 16 bytes per parameter / (pp*zero), stashed activations per the validator: 34*s*b*h bytes per
 // layer kept, or the chunk input alone when recomputed; gathered chunks). --trace FILE writes the
 // predicted Chrome trace.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -36,7 +37,35 @@ int main(int argc, char** argv) {
     }
     f[a.substr(2)] = argv[++i];
   }
-  auto num = [&](const char* k) { return std::atof(f[k].c_str()); };
+  // Every number must parse whole, be finite and be positive (bytes-per-value and the counts
+  // too): a zero or negative would print inf or nan instead of a prediction.
+  std::string bad;
+  auto num = [&](const char* k) {
+    char* end = nullptr;
+    const double x = std::strtod(f[k].c_str(), &end);
+    if (bad.empty() && (end == f[k].c_str() || *end != '\0' || !std::isfinite(x) || x <= 0 || x > 1e15)) {
+      bad = std::string("--") + k + ": got '" + f[k] + "', expected a finite number > 0";
+    }
+    return x;
+  };
+  for (const char* k : {"pp", "zero", "chunks", "microbatches", "unit-size", "hidden", "layers", "seq", "micro-batch",
+                        "tflops", "intra-gbps", "inter-gbps", "bytes-per-value"}) {
+    num(k);
+  }
+  for (const char* k : {"intra-alpha-us", "inter-alpha-us"}) {
+    const double x = std::strtod(f[k].c_str(), nullptr);
+    if (bad.empty() && (!std::isfinite(x) || x < 0)) bad = std::string("--") + k + ": got '" + f[k] + "', expected >= 0";
+  }
+  for (const char* k : {"pp", "zero", "chunks", "microbatches", "unit-size"}) {
+    const double x = std::strtod(f[k].c_str(), nullptr);
+    if (bad.empty() && (x > 1e6 || x != std::floor(x))) {
+      bad = std::string("--") + k + ": got '" + f[k] + "', expected a whole number in [1, 1000000]";
+    }
+  }
+  if (!bad.empty()) {
+    std::fprintf(stderr, "simulate: %s\n", bad.c_str());
+    return 2;
+  }
   const int pp = static_cast<int>(num("pp")), zero = static_cast<int>(num("zero")), v = static_cast<int>(num("chunks"));
   const int m = static_cast<int>(num("microbatches")), u = static_cast<int>(num("unit-size"));
   const double h = num("hidden"), layers = num("layers"), seq = num("seq"), b = num("micro-batch");

@@ -229,6 +229,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   double loss_sum = 0;
+  StepResult result;
 
   // The units a computation of chunk c touches: its own and those of the chunks it needs (ties).
   auto touched = [&](int c) {
@@ -479,6 +480,8 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         for (auto& w : ex) w.first->Wait();
         for (auto& ga : adds) ga.first.add_(ga.second);
         for (int u : im.deferred_units) e.ReduceGrad(u);
+        // The optimizer runs here: replicas, global-norm clipping over all stages, AdamW.
+        if (train) result = e.FinishStep(loss_sum, {&ppc}, {&ppc}, marks);
         break;
       }
     }
@@ -492,7 +495,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
       std::throw_with_nested(std::runtime_error(absl::StrCat("[rank ", im.groups->rank(), "] action ", a.ToString(),
                                                              " (units ", units, ") failed: ", first)));
     }
-    if (a.kind != ActionKind::kOptimizerStep) trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
+    trace_.push_back({im.groups->rank(), a.ToString(), cat, start, now()});
     if (im.measure_heap) split_stats_.heap_peak_growth = std::max(split_stats_.heap_peak_growth, heap() - heap0);
   }
   if (!train) {
@@ -504,10 +507,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
     r.loss = SumOverRanks(im.groups->world(), loss_sum) / (cfg.zero * cfg.dp);
     return r;
   }
-  const double finish_start = now();
-  StepResult r = e.FinishStep(loss_sum, {&ppc}, {&ppc}, marks);
-  trace_.push_back({im.groups->rank(), "OPT", "compute", finish_start, now()});
-  return r;
+  return result;
 }
 
 }  // namespace scheduler
