@@ -91,6 +91,32 @@ TEST(EngineErrorsTest, StepWithMismatchedBatches) {
             "Step: got 1 inputs and 0 targets, expected 1 micro-batches");
 }
 
+// An ATen error inside an action names the rank, the action and its units in one line; the
+// original error (with its backtrace) stays nested for the program's log.
+TEST(EngineErrorsTest, AtenErrorNamesTheActionAndUnit) {
+  auto errors = Errors(2, [](int, Groups g) {
+    Trainer t(testing::MakeModel(testing::ModelKind::kMlp).ptr(), std::move(g), Opts(EngineOptions{}));
+    try {
+      // The first Linear takes 7 features; 8 fail inside ATen during F0.0.
+      t.Step({at::zeros({2, 8})}, {at::zeros({2, 5})}, [](const at::Tensor& o, const at::Tensor& y) {
+        return (o - y).pow(2).mean();
+      });
+    } catch (const std::runtime_error& e) {
+      try {
+        std::rethrow_if_nested(e);
+      } catch (const c10::Error&) {
+        throw std::runtime_error(std::string(e.what()) + " [nested c10::Error]");
+      }
+      throw;
+    }
+  });
+  for (size_t r = 0; r < errors.size(); ++r) {
+    EXPECT_EQ(errors[r].rfind("[rank " + std::to_string(r) + "] action F0.0 (units 0) failed: ", 0), 0u) << errors[r];
+    EXPECT_NE(errors[r].find("[nested c10::Error]"), std::string::npos) << errors[r];
+    EXPECT_EQ(errors[r].find('\n'), std::string::npos) << "one line: " << errors[r];
+  }
+}
+
 TEST(EngineErrorsTest, BadOptionsNameTheField) {
   ExpectAll(Errors(1,
                    [](int, Groups g) {

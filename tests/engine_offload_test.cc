@@ -42,8 +42,8 @@ TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
   c.steps = 10;
   auto plain = testing::RunZeropp(c);
   const std::string dir = TestDir(std::string("offload_") + t.name + "_" + std::to_string(n));
-  c.options.offload.optimizer = t.optimizer;
-  c.options.offload.params = t.params;
+  c.options.offload.optimizer = ParseOffloadTarget("optimizer", t.optimizer);
+  c.options.offload.params = ParseOffloadTarget("params", t.params);
   c.options.offload.dir = dir;
   c.options.offload.host_budget_bytes = 64 << 20;
   auto off = testing::RunZeropp(c);
@@ -95,7 +95,7 @@ TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {
       c.micro = 2;
       c.steps = 10;
       auto plain = testing::RunZeropp(c);
-      c.options.offload.activations = tier;
+      c.options.offload.activations = ParseOffloadTarget("activations", tier);
       c.options.offload.dir = TestDir(std::string("act_") + tier + std::to_string(n));
       auto off = testing::RunZeropp(c);
       for (int r = 0; r < n; ++r) {
@@ -130,13 +130,13 @@ TEST(EngineOffloadErrorsTest, UnusableDirectoryAndImpossibleBudgetAreRefusedUpFr
     return err;
   };
   EngineOptions o;
-  o.offload.optimizer = "nvme";
+  o.offload.optimizer = OffloadTarget::kNvme;
   o.offload.dir = "/nonexistent/zeropp-offload";
   EXPECT_NE(error_of(o).find("[rank 1] EngineOptions: offload dir '/nonexistent/zeropp-offload': No such file or directory"),
             std::string::npos)
       << error_of(o);
   EngineOptions nodir;
-  nodir.offload.params = "nvme";
+  nodir.offload.params = OffloadTarget::kNvme;
   EXPECT_NE(error_of(nodir).find("offload.params(nvme) needs offload.dir"), std::string::npos);
   EngineOptions tight;
   tight.memory_budget_bytes = 1000;

@@ -25,6 +25,15 @@ struct PipeRecord {
   int expect_w_released = 0;               // split W's placed after their chunk's Release
 };
 
+TrainerOptions OptionsOf(const PipeCase& c, const EngineOptions& engine) {
+  TrainerOptions to;
+  to.layout = c.cfg;
+  to.engine = engine;
+  to.pipeline = c.pipe;
+  to.microbatches = c.microbatches;
+  return to;
+}
+
 std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts, int steps) {
   const int n = c.cfg.WorldSize();
   std::vector<torch::nn::Sequential> models;
@@ -33,12 +42,7 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
   testing::RunRanks(n, [&](int rank, const auto& store) {
     ProcessGroupsOptions po;
     po.comm.timeout = std::chrono::milliseconds(60000);
-    TrainerOptions to;
-    to.layout = c.cfg;
-    to.engine = opts;
-    to.pipeline = c.pipe;
-    to.microbatches = c.microbatches;
-    Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, po), to);
+    Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, po), OptionsOf(c, opts));
     const MeshCoord me = c.cfg.CoordOf(rank);
     const int dp_rank = me.dp_index * c.cfg.zero + me.zero_index;
     testing::ModelKind kind = c.model;
@@ -200,12 +204,7 @@ TEST(PipelineCountersTest, ZeroPPGathersEqualTheSchedule) {
     for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
     std::vector<int64_t> bytes(n);
     testing::RunRanks(n, [&](int rank, const auto& store) {
-      TrainerOptions to;
-      to.layout = c.cfg;
-      to.engine = testing::BaseOptions();
-      to.pipeline = c.pipe;
-      to.microbatches = c.microbatches;
-      Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {}), to);
+      Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {}), OptionsOf(c, testing::BaseOptions()));
       std::vector<at::Tensor> xs(8), ys(8);
       for (int mb = 0; mb < 8; ++mb) testing::MakeBatch(testing::ModelKind::kGpt, 0, mb, rank % 2, &xs[mb], &ys[mb]);
       StepResult r = ex.Step(xs, ys, [](const at::Tensor& o, const at::Tensor& t) {
@@ -268,12 +267,7 @@ TEST(PipelineEvalTest, EvaluateMatchesTheStepLossAndLeavesTrainingAlone) {
     std::vector<torch::nn::Sequential> models;
     for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(c.model));
     testing::RunRanks(n, [&](int rank, const auto& store) {
-      TrainerOptions to;
-      to.layout = c.cfg;
-      to.engine = testing::BaseOptions();
-      to.pipeline = c.pipe;
-      to.microbatches = c.microbatches;
-      Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {}), to);
+      Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, {}), OptionsOf(c, testing::BaseOptions()));
       const MeshCoord me = c.cfg.CoordOf(rank);
       const int dp_rank = me.dp_index * c.cfg.zero + me.zero_index;
       const testing::ModelKind kind = c.model;

@@ -28,6 +28,12 @@ if [[ $(wc -l <<<"$evals") -eq 3 ]] && awk -v f="$first_eval" -v l="$last_eval" 
 else
   fail "held-out evaluations: $evals"
 fi
+# pp = 1 runs through the same executor: the job prints the zero3 schedule it runs.
+if [[ "$out" == *"schedule zero3 v="* ]] && grep -qP '^\[rank 0\] rank 0: G0 G1 F0\.0 ' <<<"$out"; then
+  pass "pp=1 prints the zero3 schedule it runs"
+else
+  fail "pp=1 schedule not printed: $(head -5 <<<"$out")"
+fi
 lines=$(grep -c '^{"step":[0-9]*,"loss":' "$WORK/m.jsonl" 2>/dev/null || echo 0)
 if [[ "$lines" -eq 30 ]]; then pass "30 metrics lines"; else fail "metrics lines: $lines"; fi
 

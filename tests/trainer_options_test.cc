@@ -48,7 +48,7 @@ TEST(TrainerOptionsTest, EngineOptionsUnderPipelinesAreRefusedWithTheReason) {
             std::string::npos);
   EXPECT_NE(with([](TrainerOptions& o) {
               o.engine.recompute = true;
-              o.engine.offload.activations = "cpu";
+              o.engine.offload.activations = OffloadTarget::kCpu;
             }).find("offload_activations(cpu) needs pp = 1"),
             std::string::npos);
   // recompute is honoured: it becomes the pipeline's recompute-everything policy.
@@ -163,8 +163,8 @@ TEST(PipelineEngineOptionsTest, RecomputeAndOffloadAreHonoured) {
       to.layout = cfg;
       to.engine = testing::BaseOptions();
       to.engine.recompute = recompute;
-      to.engine.offload.optimizer = offload;
-      to.engine.offload.params = offload;
+      to.engine.offload.optimizer = ParseOffloadTarget("offload", offload);
+      to.engine.offload.params = ParseOffloadTarget("offload", offload);
       to.pipeline.schedule = PipelineSchedule::kOneFOneB;
       to.pipeline.recompute = PipelineRecompute::kNone;
       if (recompute) to.pipeline.recompute = PipelineRecompute::kDefault;

@@ -120,7 +120,7 @@ int Main(int argc, char** argv) {
     }
   };
   const OffloadOptions& off = to.engine.offload;
-  const bool offloading = off.optimizer != "none" || off.params != "none" || off.activations != "none";
+  const bool offloading = off.any();
   offload::SwapStats io_before = trainer->Memory().io;
   auto t0 = std::chrono::steady_clock::now();
   auto t_step = t0;

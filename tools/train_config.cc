@@ -104,12 +104,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
     }
     return x;
   };
-  auto tier = [](const std::string& name, const std::string& v) {
-    if (v != "none" && v != "cpu" && v != "nvme") {
-      throw std::invalid_argument(absl::StrCat(name, ": got '", v, "', expected one of: none, cpu, nvme"));
-    }
-    return v;
-  };
+  auto tier = [](const std::string& name, const std::string& v) { return ParseOffloadTarget(name, v); };
   auto path = [](const std::string& name, const std::string& v) {
     if (v.empty()) throw std::invalid_argument(name + ": got '', expected a file path");
     return v;

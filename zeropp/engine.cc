@@ -182,11 +182,11 @@ void Engine::InitializeShards() {
       if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
     }
   }
-  const bool offload_params = options_.offload.params != "none";
+  const bool offload_params = options_.offload.params != OffloadTarget::kNone;
   for (auto& u : units_) {
     if (!u->flat()) continue;
     if (offload_params) {
-      u->flat()->InitFromFull(u->flat()->GatherLocalValues(), swap_.get(), offload::ParseTier(options_.offload.params));
+      u->flat()->InitFromFull(u->flat()->GatherLocalValues(), swap_.get(), ToTier(options_.offload.params));
     } else {
       u->flat()->InitFromFull(u->flat()->GatherLocalValues());
     }

@@ -81,6 +81,11 @@ struct StepResult {
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
+// The offload tier of a target other than kNone.
+inline offload::Tier ToTier(OffloadTarget t) {
+  return t == OffloadTarget::kNvme ? offload::Tier::kNvme : offload::Tier::kCpu;
+}
+
 // Counters at the start of a step, so that FinishStep reports this step's share.
 struct StepMarks {
   CommStats zero, dp;

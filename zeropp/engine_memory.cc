@@ -12,9 +12,9 @@ namespace zeropp {
 
 void Engine::SetUpOffload() {
   const OffloadOptions& o = options_.offload;
-  if (o.optimizer == "none" && o.params == "none" && o.activations == "none") return;
+  if (!o.any()) return;
   // Refuse an unusable directory before anything is written or trained.
-  if (o.optimizer == "nvme" || o.params == "nvme" || o.activations == "nvme") {
+  if (o.any_nvme()) {
     try {
       offload::OffloadFile::CheckDirectory(o.dir);
     } catch (const std::exception& e) {
@@ -26,7 +26,7 @@ void Engine::SetUpOffload() {
   io_ = offload::IoEngine::Create(io);
   host_pool_ = std::make_unique<offload::HostPool>(o.host_budget_bytes);
   swap_ = std::make_unique<offload::SwapManager>(io_.get(), host_pool_.get(), o.dir);
-  if (o.optimizer != "none") optimizer_.SetSwap(swap_.get(), offload::ParseTier(o.optimizer));
+  if (o.optimizer != OffloadTarget::kNone) optimizer_.SetSwap(swap_.get(), ToTier(o.optimizer));
 }
 
 void Engine::EstimateAndCheckBudget() {
@@ -64,7 +64,7 @@ void Engine::OffloadActivation(int k, at::Tensor* saved) {
   }
   at::Tensor t = saved->detach().contiguous();
   if (act_slot_[k] < 0 || act_shape_[k] != t.sizes().vec()) {
-    act_slot_[k] = swap_->Register(absl::StrCat("unit", k, ".input"), t, offload::ParseTier(options_.offload.activations));
+    act_slot_[k] = swap_->Register(absl::StrCat("unit", k, ".input"), t, ToTier(options_.offload.activations));
     act_shape_[k] = t.sizes().vec();
   } else {
     at::Tensor slot = swap_->Acquire(act_slot_[k], /*read=*/false);
@@ -94,8 +94,8 @@ MemoryStats Engine::Memory() const {
     s.grad_shard_bytes += f->shard_numel() * static_cast<int64_t>(c10::elementSize(f->reduce_dtype()));
   }
   s.optim_state_bytes = optimizer_.state_bytes();
-  if (options_.offload.params == "nvme") s.nvme_bytes += s.param_shard_bytes + s.master_bytes + s.grad_shard_bytes;
-  if (options_.offload.optimizer == "nvme") s.nvme_bytes += s.optim_state_bytes;
+  if (options_.offload.params == OffloadTarget::kNvme) s.nvme_bytes += s.param_shard_bytes + s.master_bytes + s.grad_shard_bytes;
+  if (options_.offload.optimizer == OffloadTarget::kNvme) s.nvme_bytes += s.optim_state_bytes;
   if (host_pool_) s.host_pool_bytes = host_pool_->reserved();
   if (swap_) s.io = swap_->stats();
   s.unsharded_live_bytes = unsharded_live_;

@@ -1,9 +1,27 @@
 #include "zeropp/engine_options.h"
 
+#include <stdexcept>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace zeropp {
+
+const char* Name(OffloadTarget t) {
+  switch (t) {
+    case OffloadTarget::kNone: return "none";
+    case OffloadTarget::kCpu: return "cpu";
+    case OffloadTarget::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+OffloadTarget ParseOffloadTarget(const std::string& field, const std::string& text) {
+  for (OffloadTarget t : {OffloadTarget::kNone, OffloadTarget::kCpu, OffloadTarget::kNvme}) {
+    if (text == Name(t)) return t;
+  }
+  throw std::invalid_argument(absl::StrCat(field, ": got '", text, "', expected one of: none, cpu, nvme"));
+}
 
 std::string EngineOptions::Validate() const {
   std::vector<std::string> p;
@@ -20,16 +38,13 @@ std::string EngineOptions::Validate() const {
   if (!(adamw.beta1 >= 0 && adamw.beta1 < 1)) p.push_back(absl::StrCat("adamw.beta1(", adamw.beta1, ") must be in [0, 1)"));
   if (!(adamw.beta2 >= 0 && adamw.beta2 < 1)) p.push_back(absl::StrCat("adamw.beta2(", adamw.beta2, ") must be in [0, 1)"));
   if (!(adamw.eps > 0)) p.push_back(absl::StrCat("adamw.eps(", adamw.eps, ") must be > 0"));
-  if (offload.activations != "none" && !recompute) {
-    p.push_back(absl::StrCat("offload.activations(", offload.activations, ") needs recompute=true"));
+  if (offload.activations != OffloadTarget::kNone && !recompute) {
+    p.push_back(absl::StrCat("offload.activations(", Name(offload.activations), ") needs recompute=true"));
   }
   for (const auto& kv : {std::make_pair("offload.optimizer", offload.optimizer),
                          std::make_pair("offload.params", offload.params),
                          std::make_pair("offload.activations", offload.activations)}) {
-    if (kv.second != "none" && kv.second != "cpu" && kv.second != "nvme") {
-      p.push_back(absl::StrCat(kv.first, "(", kv.second, ") must be none, cpu or nvme"));
-    }
-    if (kv.second == "nvme" && offload.dir.empty()) {
+    if (kv.second == OffloadTarget::kNvme && offload.dir.empty()) {
       p.push_back(absl::StrCat(kv.first, "(nvme) needs offload.dir"));
     }
   }

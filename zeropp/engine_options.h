@@ -18,14 +18,26 @@ struct UnitPolicy {
   std::vector<int> starts;          // kExplicit: first child index of each unit, starts[0] == 0
 };
 
-// Where training state lives besides device memory. On this CPU build "device" and "cpu" are the
-// same memory; cpu then only moves the state into the pinned/host pool, nvme moves it to files.
+// Where a kind of training state lives besides device memory. On this CPU build "device" and
+// "cpu" are the same memory; kCpu then only moves the state into the pinned/host pool, kNvme
+// moves it to files.
+enum class OffloadTarget { kNone, kCpu, kNvme };
+const char* Name(OffloadTarget t);  // none | cpu | nvme
+// Throws std::invalid_argument naming `field`, the text and the choices.
+OffloadTarget ParseOffloadTarget(const std::string& field, const std::string& text);
+
 struct OffloadOptions {
-  std::string optimizer = "none";  // AdamW moments: none | cpu | nvme
-  std::string params = "none";     // fp32 master, compute shard and gradient shard: none | cpu | nvme
+  OffloadTarget optimizer = OffloadTarget::kNone;  // AdamW moments
+  OffloadTarget params = OffloadTarget::kNone;     // fp32 master, compute shard and gradient shard
   // Saved inputs of recomputed units (needs recompute): written after the unit's forward, read back
-  // (prefetched one unit ahead) before its backward. none | cpu | nvme
-  std::string activations = "none";
+  // (prefetched one unit ahead) before its backward.
+  OffloadTarget activations = OffloadTarget::kNone;
+  bool any() const {
+    return optimizer != OffloadTarget::kNone || params != OffloadTarget::kNone || activations != OffloadTarget::kNone;
+  }
+  bool any_nvme() const {
+    return optimizer == OffloadTarget::kNvme || params == OffloadTarget::kNvme || activations == OffloadTarget::kNvme;
+  }
   std::string dir;                 // directory for nvme files (checked before training)
   int64_t host_budget_bytes = int64_t{8} << 30;  // host pool: staging buffers and the cpu tier
   int queue_depth = 32;            // I/O engine

@@ -116,8 +116,8 @@ std::string TrainerOptions::Resolve(int world_size) {
       p.push_back("no_sync(true) needs pp = 1: pipeline schedules already reduce each chunk's gradient once per step "
                   "(once per unit for zeropp)");
     }
-    if (engine.offload.activations != "none") {
-      p.push_back(absl::StrCat("offload_activations(", engine.offload.activations,
+    if (engine.offload.activations != OffloadTarget::kNone) {
+      p.push_back(absl::StrCat("offload_activations(", Name(engine.offload.activations),
                                ") needs pp = 1: a pipeline keeps several micro-batches of a chunk in flight and the "
                                "offload tier holds one saved input per unit"));
     }

@@ -140,7 +140,7 @@ Executor::Executor(Engine& engine, ProcessGroups& groups, Schedule schedule, std
       }
     }
   }
-  im.offload_activations = engine_.options().offload.activations != "none";
+  im.offload_activations = engine_.options().offload.activations != OffloadTarget::kNone;
   if (im.offload_activations) {
     for (int c = 0; c < im.v; ++c) {
       if (im.chunk_units[c].size() != 1 || im.pp != 1) {
