@@ -11,6 +11,14 @@
 namespace zeropp {
 namespace {
 
+// A child that registers another child's Linear again (a tie).
+struct ReuseImpl : torch::nn::Module {
+  explicit ReuseImpl(torch::nn::Linear l) : inner(register_module("inner", l)) {}
+  at::Tensor forward(const at::Tensor& x) { return inner->forward(x); }
+  torch::nn::Linear inner;
+};
+TORCH_MODULE(Reuse);
+
 TEST(UnitPlanTest, TiedEmbeddingAndHeadOfTheGpt) {
   models::GptConfig c;
   c.vocab = 29;
@@ -28,6 +36,35 @@ TEST(UnitPlanTest, TiedEmbeddingAndHeadOfTheGpt) {
   ASSERT_EQ(plan.tied.size(), 1u);
   EXPECT_EQ(plan.tied[0].units, (std::vector<int>{0, k - 1}));
   EXPECT_TRUE(plan.tied[0].trainable);
+}
+
+// One tensor registered by three children (units 0, 2, 4): which unit holds it on a rank that
+// holds only some units, and which pipeline ranks share it.
+TEST(UnitPlanTest, TiesUnderPartialOwnershipAndAcrossStages) {
+  torch::nn::Linear shared(4, 4);
+  torch::nn::Sequential model(shared, torch::nn::Linear(4, 4), Reuse(shared), torch::nn::Linear(4, 4), Reuse(shared));
+  const UnitPlan plan = PlanUnits(*model, UnitPolicy{});
+  ASSERT_EQ(plan.tied.size(), 2u);  // weight and bias
+  EXPECT_EQ(plan.tied[0].units, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(plan.needs[2], std::vector<int>{0});
+  EXPECT_EQ(plan.needs[4], std::vector<int>{0});
+  // A rank holding units 2..4 only: unit 2 holds the tensor, unit 4 needs unit 2.
+  const std::vector<bool> late = {false, false, true, true, true};
+  EXPECT_EQ(TiedHolder(plan.tied[0], late), 2);
+  EXPECT_EQ(HeldNeeds(plan, late)[4], std::vector<int>{2});
+  EXPECT_TRUE(HeldNeeds(plan, late)[2].empty());
+  // Two pipeline ranks: stages 0,0,1,1,1 -> ranks 0 and 1 share both tensors.
+  const std::vector<int> two = {0, 0, 1, 1, 1};
+  const auto ties = CrossStageTies(plan, two, 2, 1);
+  ASSERT_EQ(ties.size(), 2u);
+  EXPECT_EQ(ties[0], std::make_pair(0, 0));
+  // Three ranks holding one tensor is refused, naming it.
+  try {
+    CrossStageTies(plan, {0, 0, 1, 1, 2}, 3, 0);
+    FAIL() << "a tensor on three pipeline ranks was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is tied across 3 pipeline ranks (units 0,2,4)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(UnitPlanTest, PoliciesAndRefusals) {

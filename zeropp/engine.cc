@@ -27,7 +27,6 @@ uint64_t Fnv(uint64_t h, const std::string& s) {
   return h;
 }
 
-bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 }  // namespace
 
@@ -38,7 +37,7 @@ std::string MemoryStats::ToString() const {
 }
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
-               std::vector<int> unit_starts, std::vector<bool> owned)
+               const UnitPlan& plan, std::vector<bool> owned)
     : groups_(groups), options_(std::move(options)), owned_(std::move(owned)), optimizer_(options_.adamw) {
   const std::string where = Where();
   if (!model) throw std::invalid_argument(where + " Engine: model is null");
@@ -52,7 +51,7 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, 
   }
   std::string err = options_.Validate();
   if (!err.empty()) throw std::invalid_argument(absl::StrCat(where, " EngineOptions: ", err));
-  BuildUnits(unit_starts);
+  BuildUnits(plan);
   AgreeOnModel();
   SetUpOffload();
   InitializeShards();
@@ -68,7 +67,8 @@ Engine::~Engine() {
 
 std::string Engine::Where() const { return absl::StrCat("[rank ", groups_.rank(), "]"); }
 
-void Engine::BuildUnits(const std::vector<int>& starts) {
+void Engine::BuildUnits(const UnitPlan& plan) {
+  const std::vector<int>& starts = plan.starts;
   const int children = static_cast<int>(seq_->size());
   if (starts.empty() || starts[0] != 0 || starts.back() >= children ||
       !std::is_sorted(starts.begin(), starts.end()) ||
@@ -87,32 +87,32 @@ void Engine::BuildUnits(const std::vector<int>& starts) {
   const int zero = cfg.zero;
   const int zero_rank = cfg.CoordOf(groups_.rank()).zero_index;
   const int64_t pad = cfg.dp_mode == DpMode::kZero1 ? static_cast<int64_t>(zero) * cfg.dp : zero;
-  std::map<const void*, int> owner;        // among this rank's units
-  std::map<const void*, int> first_unit;   // among all units
+  // Ties come from the plan (unit_plan.h): a tied tensor lives in its holder's FlatParam only, the
+  // other units registering it depend on the holder, and when the first unit registering it is
+  // held by another stage, this copy is left out of the norm (counted once, there).
+  std::map<const void*, const TiedTensor*> tied;
+  for (const TiedTensor& t : plan.tied) tied[t.impl] = &t;
+  const std::vector<std::vector<int>> needs = HeldNeeds(plan, owned_);
   for (size_t u = 0; u < starts.size(); ++u) {
     const int begin = starts[u];
     const int end = u + 1 < starts.size() ? starts[u + 1] : children;
     std::vector<FlatEntry> entries;
-    std::vector<int> deps;
-    for (int c = begin; c < end; ++c) {
+    std::vector<const void*> added;
+    for (int c = begin; c < end && owned_[u]; ++c) {
       const std::string child_name = seq_->named_children()[c].key();
       for (const auto& kv : seq_->ptr(c)->named_parameters(/*recurse=*/true)) {
         const void* impl = kv.value().unsafeGetTensorImpl();
-        const bool first_anywhere = first_unit.emplace(impl, static_cast<int>(u)).second;
-        if (!owned_[u]) continue;
-        auto it = owner.find(impl);
-        if (it != owner.end()) {
-          if (it->second != static_cast<int>(u) && !Contains(deps, it->second)) deps.push_back(it->second);
-          continue;
-        }
-        owner[impl] = static_cast<int>(u);
+        if (std::find(added.begin(), added.end(), impl) != added.end()) continue;  // twice in this unit
+        auto t = tied.find(impl);
+        if (t != tied.end() && TiedHolder(*t->second, owned_) != static_cast<int>(u)) continue;
+        added.push_back(impl);
         FlatEntry e;
         e.name = absl::StrCat(child_name, ".", kv.key());
         e.param = kv.value();
         e.shape = kv.value().sizes().vec();
         e.numel = kv.value().numel();
         e.trainable = kv.value().requires_grad();
-        e.norm_excluded = !first_anywhere && !owned_[first_unit[impl]];
+        e.norm_excluded = t != tied.end() && !owned_[t->second->units[0]];
         if (kv.value().scalar_type() != at::kFloat) {
           throw std::invalid_argument(absl::StrCat(Where(), " Engine: parameter ", e.name, " is ",
                                                    c10::toString(kv.value().scalar_type()),
@@ -127,7 +127,7 @@ void Engine::BuildUnits(const std::vector<int>& starts) {
       flat = std::make_unique<FlatParam>(std::move(entries), zero, zero_rank, pad, options_.param_dtype,
                                          options_.reduce_dtype);
     }
-    units_.push_back(std::make_unique<SchedulingUnit>(static_cast<int>(u), begin, end, std::move(flat), deps));
+    units_.push_back(std::make_unique<SchedulingUnit>(static_cast<int>(u), begin, end, std::move(flat), needs[u]));
   }
   if (seq_->parameters(/*recurse=*/true).empty()) {
     throw std::invalid_argument(Where() + " Engine: the model has no parameters to train");

@@ -36,6 +36,7 @@
 #include "offload/io_engine.h"
 #include "offload/swap_manager.h"
 #include "zeropp/sharded_adamw.h"
+#include "zeropp/unit_plan.h"
 
 namespace torch {
 namespace nn {
@@ -95,11 +96,12 @@ struct StepMarks {
 class Engine {
  public:
   // Throws std::invalid_argument (bad model or options, same on every rank) or CommError.
-  // `unit_starts` is the first child of each unit (PlanUnits); `owned[u]` says whether this rank
+  // `plan` says which children form each unit and which tensors are tied (PlanUnits, made from
+  // this very model); `owned[u]` says whether this rank
   // materialises unit u (a pipeline stage holds some; empty = all). A tensor tied between an
   // owned and a non-owned unit is held by both stages (the executor combines their gradients).
   Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
-         std::vector<int> unit_starts, std::vector<bool> owned = {});
+         const UnitPlan& plan, std::vector<bool> owned = {});
   ~Engine();
 
   // --- Transitions, called by the executor on the training thread. Each checks its source state.
@@ -153,7 +155,7 @@ class Engine {
   torch::nn::SequentialImpl& model() { return *seq_; }
 
  private:
-  void BuildUnits(const std::vector<int>& starts);
+  void BuildUnits(const UnitPlan& plan);
   void AgreeOnModel();
   void InitializeShards();
   void SetUpOffload();

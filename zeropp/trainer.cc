@@ -126,12 +126,12 @@ void Trainer::Build() {
   std::vector<bool> owned;
   for (int st : plan.stage_of_unit) owned.push_back(st % cfg.pp == me.pp_index);
   engine_ = WithRank(groups_->rank(), [&] {
-    return std::make_unique<Engine>(model_, *groups_, options_.engine, plan.units.starts, owned);
+    return std::make_unique<Engine>(model_, *groups_, options_.engine, plan.units, owned);
   });
   scheduler::ExecutorOptions eo;
   eo.split_backward = options_.pipeline.split_backward;
   eo.measure_heap = options_.pipeline.measure_heap;
-  executor_ = std::make_unique<scheduler::Executor>(*engine_, *groups_, std::move(plan.schedule),
+  executor_ = std::make_unique<scheduler::Executor>(*engine_, *groups_, std::move(plan.schedule), plan.units,
                                                     std::move(plan.stage_of_unit), eo);
 }
 

@@ -40,7 +40,6 @@ UnitPlan PlanUnits(const torch::nn::SequentialImpl& model, const UnitPolicy& pol
     }
   }
   const int k = plan.num_units();
-  plan.needs.assign(k, {});
   std::map<const void*, int> first;  // tensor -> index into plan.tied, or -1 while seen once
   std::map<const void*, std::pair<int, std::string>> owner;
   for (int u = 0; u < k; ++u) {
@@ -55,13 +54,10 @@ UnitPlan PlanUnits(const torch::nn::SequentialImpl& model, const UnitPolicy& pol
           continue;
         }
         const int own = it->second.first;
-        if (own != u && std::find(plan.needs[u].begin(), plan.needs[u].end(), own) == plan.needs[u].end()) {
-          plan.needs[u].push_back(own);
-        }
         auto t = first.find(impl);
         if (t == first.end()) {
           first[impl] = static_cast<int>(plan.tied.size());
-          plan.tied.push_back({it->second.second, {own}, kv.value().requires_grad()});
+          plan.tied.push_back({it->second.second, {own}, kv.value().requires_grad(), impl});
           t = first.find(impl);
         }
         auto& units = plan.tied[t->second].units;
@@ -69,7 +65,49 @@ UnitPlan PlanUnits(const torch::nn::SequentialImpl& model, const UnitPolicy& pol
       }
     }
   }
+  plan.needs = HeldNeeds(plan, {});
   return plan;
+}
+
+int TiedHolder(const TiedTensor& t, const std::vector<bool>& owned) {
+  for (int u : t.units) {
+    if (owned.empty() || owned[u]) return u;
+  }
+  return -1;
+}
+
+std::vector<std::vector<int>> HeldNeeds(const UnitPlan& plan, const std::vector<bool>& owned) {
+  std::vector<std::vector<int>> needs(plan.num_units());
+  for (const TiedTensor& t : plan.tied) {
+    const int holder = TiedHolder(t, owned);
+    for (int u : t.units) {
+      if (u == holder || holder < 0 || !(owned.empty() || owned[u])) continue;
+      if (std::find(needs[u].begin(), needs[u].end(), holder) == needs[u].end()) needs[u].push_back(holder);
+    }
+  }
+  for (auto& n : needs) std::sort(n.begin(), n.end());
+  return needs;
+}
+
+std::vector<std::pair<int, int>> CrossStageTies(const UnitPlan& plan, const std::vector<int>& stage_of_unit, int pp,
+                                                int me) {
+  std::vector<std::pair<int, int>> out;
+  for (size_t i = 0; i < plan.tied.size(); ++i) {
+    const TiedTensor& t = plan.tied[i];
+    std::vector<int> ranks;
+    for (int u : t.units) {
+      const int r = stage_of_unit[u] % pp;
+      if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
+    }
+    if (ranks.size() < 2 || !t.trainable) continue;
+    if (ranks.size() > 2) {
+      throw std::invalid_argument(absl::StrCat("layout: tensor ", t.name, " is tied across ", ranks.size(),
+                                               " pipeline ranks (units ", absl::StrJoin(t.units, ","),
+                                               "); at most two ranks may share a tensor"));
+    }
+    if (ranks[0] == me || ranks[1] == me) out.emplace_back(static_cast<int>(i), ranks[0] == me ? ranks[1] : ranks[0]);
+  }
+  return out;
 }
 
 }  // namespace zeropp

@@ -6,8 +6,10 @@
 //
 // A tensor registered by several children (a tied embedding and LM head) belongs to the first
 // unit that registers it; every later unit that registers it "needs" that unit: its parameters
-// must be gathered with it and its backward adds to that unit's gradient. This is the one place
-// that finds ties; the executor's cross-stage exchange uses `tied` below.
+// must be gathered with it and its backward adds to that unit's gradient. This file is the one
+// place that reasons about ties: which units a rank's units need (HeldNeeds, used by the engine
+// and, through UnitPlan::needs, by the zero3 schedule) and which tensors two pipeline ranks both
+// hold (CrossStageTies, used by the executor to sum their gradients).
 #pragma once
 
 #include <string>
@@ -27,6 +29,7 @@ struct TiedTensor {
   std::string name;        // as named in the first unit that registers it
   std::vector<int> units;  // every unit registering it, ascending
   bool trainable = true;
+  const void* impl = nullptr;  // the tensor's identity in the model the plan was made from
 };
 
 struct UnitPlan {
@@ -38,5 +41,18 @@ struct UnitPlan {
 
 // Throws std::invalid_argument naming the policy field and the model's child count.
 UnitPlan PlanUnits(const torch::nn::SequentialImpl& model, const UnitPolicy& policy);
+
+// When a rank holds the units with owned[u] (empty = all): a tied tensor is held by the first held
+// unit that registers it, and every other held unit registering it needs that unit. Per unit,
+// ascending; UnitPlan::needs is HeldNeeds(plan, {}).
+std::vector<std::vector<int>> HeldNeeds(const UnitPlan& plan, const std::vector<bool>& owned);
+// The unit holding tied tensor t when a rank holds `owned` (-1: none held).
+int TiedHolder(const TiedTensor& t, const std::vector<bool>& owned);
+
+// Tied tensors that pipeline rank `me` holds together with exactly one other rank (units on
+// virtual stage s live on rank s % pp): (index into plan.tied, peer rank). Throws
+// std::invalid_argument for a trainable tensor held by more than two ranks.
+std::vector<std::pair<int, int>> CrossStageTies(const UnitPlan& plan, const std::vector<int>& stage_of_unit, int pp,
+                                                int me);
 
 }  // namespace zeropp

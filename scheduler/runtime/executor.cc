@@ -86,8 +86,8 @@ std::vector<int> NextGathers(const Schedule& s, int rank) {
 
 }  // namespace
 
-Executor::Executor(Engine& engine, ProcessGroups& groups, Schedule schedule, std::vector<int> stage_of_unit,
-                   ExecutorOptions options)
+Executor::Executor(Engine& engine, ProcessGroups& groups, Schedule schedule, const UnitPlan& plan,
+                   std::vector<int> stage_of_unit, ExecutorOptions options)
     : impl_(std::make_unique<Impl>()), engine_(engine), schedule_(std::move(schedule)),
       stage_of_unit_(std::move(stage_of_unit)) {
   Impl& im = *impl_;
@@ -149,42 +149,22 @@ Executor::Executor(Engine& engine, ProcessGroups& groups, Schedule schedule, std
       }
     }
   }
-  auto& seq = engine_.model();
-  // Tensors held by this rank and by another pipeline rank: their gradients are exchanged.
-  std::map<const void*, std::vector<int>> holders;  // tensor -> stages of units using it
-  for (int i = 0; i < k; ++i) {
-    for (int c = engine_.unit(i).first_child(); c < engine_.unit(i).end_child(); ++c) {
-      for (const auto& p : seq.ptr(c)->parameters(/*recurse=*/true)) {
-        auto& h = holders[p.unsafeGetTensorImpl()];
-        if (std::find(h.begin(), h.end(), stage_of_unit_[i]) == h.end()) h.push_back(stage_of_unit_[i]);
-      }
-    }
-  }
-  for (const auto& p : seq.parameters(/*recurse=*/true)) {
-    const auto& h = holders[p.unsafeGetTensorImpl()];
-    std::vector<int> ranks;
-    for (int st : h) {
-      if (std::find(ranks.begin(), ranks.end(), st % pp) == ranks.end()) ranks.push_back(st % pp);
-    }
-    if (ranks.size() < 2 || std::find(ranks.begin(), ranks.end(), me) == ranks.end()) continue;
-    if (ranks.size() > 2) throw std::invalid_argument("executor: a tensor tied across more than two ranks");
-    const int peer = ranks[0] == me ? ranks[1] : ranks[0];
-    bool found = false;
-    for (int i = 0; i < k && !found; ++i) {
-      const FlatParam* f = engine_.unit(i).flat();
-      if (!f) continue;
-      for (const auto& e : f->entries()) {
-        if (e.param.unsafeGetTensorImpl() == p.unsafeGetTensorImpl() && e.trainable) {
-          bool seen = false;
-          for (const auto& t : im.tied) seen = seen || (t.unit == i && t.offset == e.offset);
-          if (seen) continue;
-          im.tied.push_back({i, e.offset, e.numel, peer});
-          if (std::find(im.deferred_units.begin(), im.deferred_units.end(), i) == im.deferred_units.end()) {
-            im.deferred_units.push_back(i);
-          }
-          found = true;
-          break;
-        }
+  // Tensors held by this rank and by another pipeline rank (unit_plan.h): their gradients are
+  // summed between the two before reduction.
+  for (const auto& [ti, peer] : CrossStageTies(plan, stage_of_unit_, pp, me)) {
+    const TiedTensor& t = plan.tied[ti];
+    const int holder = TiedHolder(t, [&] {
+      std::vector<bool> owned(k);
+      for (int i = 0; i < k; ++i) owned[i] = engine_.owned(i);
+      return owned;
+    }());
+    const FlatParam* f = holder >= 0 ? engine_.unit(holder).flat() : nullptr;
+    if (!f) throw std::logic_error("executor: tied tensor " + t.name + " has no holder on this rank");
+    for (const auto& e : f->entries()) {
+      if (e.param.unsafeGetTensorImpl() != t.impl) continue;
+      im.tied.push_back({holder, e.offset, e.numel, peer});
+      if (std::find(im.deferred_units.begin(), im.deferred_units.end(), holder) == im.deferred_units.end()) {
+        im.deferred_units.push_back(holder);
       }
     }
   }

@@ -63,10 +63,11 @@ struct BackwardSplitStats {
 class Executor {
  public:
   // `schedule` must validate (throws std::logic_error with the validator's message otherwise);
+  // `plan` is the engine's unit plan (its ties decide the cross-stage gradient exchange);
   // `stage_of_unit[u]` is unit u's virtual stage (engine.owned(u) must say whether this rank
   // holds that stage). Throws std::invalid_argument for a tied tensor the layout cannot serve.
-  Executor(Engine& engine, ProcessGroups& groups, scheduler::Schedule schedule, std::vector<int> stage_of_unit,
-           ExecutorOptions options);
+  Executor(Engine& engine, ProcessGroups& groups, scheduler::Schedule schedule, const UnitPlan& plan,
+           std::vector<int> stage_of_unit, ExecutorOptions options);
   ~Executor();
 
   // One step over options.microbatches micro-batches of this rank's data-parallel shard: the
