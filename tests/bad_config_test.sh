@@ -86,6 +86,9 @@ check 1 "offload.activations(cpu) needs recompute=true" "${SMALL[@]}" "${OUT[@]}
 check 1 "max_live_units(1) is below 1 + the most tied-parameter dependencies of a unit (2)" "${SMALL[@]}" "${OUT[@]}" --max-live-units 1
 check 1 "decay_steps(0) must be > warmup_steps(0) for lr_decay cosine" "${SMALL[@]}" "${OUT[@]}" --lr-decay cosine
 check 1 "eval-batches: got 3, expected a multiple of microbatches (2)" "${SMALL[@]}" "${OUT[@]}" --microbatches 2 --eval-every 1 --eval-batches 3
+check 1 "save-every: got 5, expected --save-dir too" "${SMALL[@]}" "${OUT[@]}" --save-every 5
+check 1 "resume: got 'auto', expected --save-dir too" "${SMALL[@]}" "${OUT[@]}" --resume auto
+check 1 "no checkpoint (neither manifest.json nor latest)" "${SMALL[@]}" "${OUT[@]}" --resume "$CFG"
 # Engine options under pp > 1: refused with the reason, never ignored.
 check 2 "prefetch(2) needs pp = 1" "${SMALL[@]}" "${OUT[@]}" --pp 2 --prefetch 2
 check 2 "max_live_units(3) needs pp = 1" "${SMALL[@]}" "${OUT[@]}" --pp 2 --max-live-units 3

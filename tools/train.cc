@@ -26,6 +26,7 @@
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/run_checks.h"
 #include "tools/train_config.h"
+#include "zeropp/checkpoint/checkpoint.h"
 #include "zeropp/zeropp.h"
 
 namespace zeropp {
@@ -71,6 +72,7 @@ int Main(int argc, char** argv) {
   if (lead && !cfg.metrics.empty()) cli::CheckWritable("metrics", cfg.metrics);
   if (!cfg.trace.empty()) cli::CheckWritable("trace", cfg.trace + ".rank" + std::to_string(env.rank) + ".json");
   if (!cfg.trainer.engine.offload.dir.empty()) cli::CheckWritable("offload-dir", cfg.trainer.engine.offload.dir + "/x");
+  if (lead && !cfg.save_dir.empty()) cli::CheckCreatableDir("save-dir", cfg.save_dir);
   cfg.CheckMemoryEstimate(env.local_world_size);
   at::set_num_threads(cfg.threads);
 
@@ -88,6 +90,17 @@ int Main(int argc, char** argv) {
   const int64_t microbatches = trainer->microbatches();
   const int64_t tokens_per_step = cfg.micro_batch * microbatches * dp_size * cfg.gpt.context;
   const TrainerOptions& to = trainer->options();
+  // Resume: the step counter, learning rate, AdamW state and data position all follow the step.
+  int64_t start = 0;
+  if (!cfg.resume.empty()) {
+    const std::string from = cfg.resume == "auto" ? cfg.save_dir : cfg.resume;
+    if (cfg.resume != "auto" || !checkpoint::Resolve(from).empty()) {
+      start = trainer->Load(from);
+      if (lead) std::printf("RESUME step=%lld from %s\n", (long long)start, checkpoint::Resolve(from).c_str());
+    } else if (lead) {
+      std::printf("RESUME none: %s has no checkpoint yet, starting at step 0\n", from.c_str());
+    }
+  }
   if (lead) {
     std::printf("zeropp train: %s, %lld parameters, %s, schedule %s v=%d m=%lld U=%d, %lld tokens/step, corpus %s "
                 "(%lld bytes)\n",
@@ -127,7 +140,7 @@ int Main(int argc, char** argv) {
   // Benchmark window: the steps after --bench-warmup, timed between barriers.
   auto tb = t0;
   int64_t lo0 = 0, counted = 0, wait_us = 0, busy_us = 0;
-  for (int64_t step = 0; step < cfg.steps; ++step) {
+  for (int64_t step = start; step < cfg.steps; ++step) {
     if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
       groups->world().Barrier()->Wait();
       lo0 = cli::LoopbackTxBytes();
@@ -139,7 +152,7 @@ int Main(int argc, char** argv) {
                         &ys[m]);
     }
     StepResult r = trainer->Step(xs, ys, loss_fn);
-    if (step == 0) first_loss = r.loss;
+    if (step == start) first_loss = r.loss;
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
       wait_us += r.gather_wait_us;
@@ -147,7 +160,7 @@ int Main(int argc, char** argv) {
     }
     last_loss = r.loss;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double tps = tokens_per_step * (step + 1) / secs;
+    const double tps = tokens_per_step * (step + 1 - start) / secs;
     if (lead && ((step + 1) % cfg.log_every == 0 || step == 0 || step + 1 == cfg.steps)) {
       MemoryStats mem = trainer->Memory();
       std::printf("step %4lld/%lld %s loss %.4f  grad_norm %.3f  %.0f tok/s  rss %.0f MB  model-state %.1f MB/rank  sent %.2f MB/step\n",
@@ -168,6 +181,12 @@ int Main(int argc, char** argv) {
     io_before = trainer->Memory().io;
     t_step = std::chrono::steady_clock::now();
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps)) evaluate(step + 1);
+    if (cfg.save_every > 0 && ((step + 1) % cfg.save_every == 0 || step + 1 == cfg.steps)) {
+      const auto s0 = std::chrono::steady_clock::now();
+      const std::string saved = trainer->Save(cfg.save_dir, cfg.keep);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+      if (lead) std::printf("SAVE step=%lld path=%s stall_ms=%.0f\n", (long long)(step + 1), saved.c_str(), ms);
+    }
     if (metrics.is_open()) {
       metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
               << ",\"tokens_per_s\":" << tps << ",\"bytes_sent\":" << (r.zero_comm.TotalSent() + r.dp_comm.TotalSent())
@@ -197,7 +216,7 @@ int Main(int argc, char** argv) {
   const double peak_rss_mb = MaxOverRanks(groups->world(), PeakRssMb());
   if (lead) {
     std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
-                (long long)cfg.steps, first_loss, last_loss, tokens_per_step * cfg.steps / secs,
+                (long long)cfg.steps, first_loss, last_loss, tokens_per_step * (cfg.steps - start) / secs,
                 peak_rss_mb);
     std::fflush(stdout);
   }

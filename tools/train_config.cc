@@ -144,6 +144,10 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"threads", {false, [&](const std::string& v) { c.threads = i32("threads", v, 1); }}},
       {"trace", {false, [&](const std::string& v) { c.trace = path("trace", v); }}},
       {"metrics", {false, [&](const std::string& v) { c.metrics = path("metrics", v); }}},
+      {"save-dir", {false, [&](const std::string& v) { c.save_dir = path("save-dir", v); }}},
+      {"save-every", {false, [&](const std::string& v) { c.save_every = i64("save-every", v, 1); }}},
+      {"keep", {false, [&](const std::string& v) { c.keep = i32("keep", v, 1); }}},
+      {"resume", {false, [&](const std::string& v) { c.resume = path("resume", v); }}},
       {"warmup-steps", {false, [&](const std::string& v) { c.trainer.lr.warmup_steps = i64("warmup-steps", v, 0); }}},
       {"lr-decay", {false, [&](const std::string& v) { c.trainer.lr.decay = ParseLrDecay("lr-decay", v); }}},
       {"decay-steps", {false, [&](const std::string& v) { c.trainer.lr.decay_steps = i64("decay-steps", v, 1); }}},
@@ -218,6 +222,10 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
 void TrainConfig::Resolve(int world_size) {
   std::string err = trainer.Resolve(world_size);
   if (!err.empty()) throw std::invalid_argument(err);
+  if (save_every > 0 && save_dir.empty()) {
+    throw std::invalid_argument(absl::StrCat("save-every: got ", save_every, ", expected --save-dir too"));
+  }
+  if (resume == "auto" && save_dir.empty()) throw std::invalid_argument("resume: got 'auto', expected --save-dir too");
   if (eval_every > 0 && eval_batches % trainer.microbatches != 0) {
     throw std::invalid_argument(absl::StrCat("eval-batches: got ", eval_batches, ", expected a multiple of microbatches (",
                                              trainer.microbatches, "): evaluation runs whole steps"));

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "xxhash.h"
 
 namespace zeropp {
 namespace {
@@ -118,6 +119,8 @@ void Engine::BuildUnits(const UnitPlan& plan) {
                                                    c10::toString(kv.value().scalar_type()),
                                                    ", expected float32 (the engine casts to param_dtype itself)"));
         }
+        // A tied tensor is named as its first registration names it, on every stage.
+        if (t != tied.end()) e.name = t->second->name;
         param_order_.push_back(e.name);
         entries.push_back(std::move(e));
       }
@@ -404,6 +407,40 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.gather_wait_us = gather_wait_us_ - marks.gather_wait_us;
   r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
   return r;
+}
+
+void Engine::VisitState(bool modify, const StateVisitor& fn) {
+  size_t i = 0;
+  for (auto& u : units_) {
+    FlatParam* f = u->flat();
+    if (!f) continue;
+    if (u->state() != ShardState::kSharded) {
+      throw std::logic_error(absl::StrCat(Where(), " VisitState: ", u->Describe(), " is ", ShardStateName(u->state()),
+                                          ", expected Sharded (call between steps)"));
+    }
+    at::Tensor master = f->AcquireMaster();
+    at::Tensor moments = optimizer_.AcquireMoments(i);
+    fn(*f, optimizer_.own_begin(i), optimizer_.own_end(i), master, moments);
+    optimizer_.ReleaseMoments(i, modify);
+    if (modify && !f->master_is_shard()) {
+      at::Tensor shard = f->AcquireShard();
+      shard.copy_(master);
+      f->ReleaseShard(/*dirty=*/true);
+    }
+    f->ReleaseMaster(modify);
+    ++i;
+  }
+  if (modify && swap_) swap_->Flush();
+}
+
+std::string Engine::ModelFingerprint() const {
+  std::string desc;
+  for (const auto& kv : seq_->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& t = kv.value();
+    absl::StrAppend(&desc, kv.key(), "[", absl::StrJoin(t.sizes(), "x"), "]", c10::toString(t.scalar_type()),
+                    t.requires_grad() ? "" : "(frozen)", ";");
+  }
+  return absl::StrCat(absl::Hex(XXH64(desc.data(), desc.size(), 0), absl::kZeroPad16));
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {

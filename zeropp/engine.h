@@ -139,6 +139,20 @@ class Engine {
   StepResult FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
                         const std::vector<Communicator*>& norm_groups, const StepMarks& marks);
 
+  // Checkpoint access, unit by unit in order (units this rank holds, with parameters): the
+  // FlatParam, the flat range [own_begin, own_end) this rank's optimizer owns, the fp32 master
+  // shard (flat coordinates shard_begin() ..) and the AdamW moments over the owned range
+  // ([2, own]: exp_avg, exp_avg_sq). With `modify`, both are written back and the compute shard is
+  // refreshed from the master. Call between steps (every unit sharded). Local; not collective.
+  using StateVisitor = std::function<void(const FlatParam& flat, int64_t own_begin, int64_t own_end,
+                                          const at::Tensor& master, const at::Tensor& moments)>;
+  void VisitState(bool modify, const StateVisitor& fn);
+  int64_t optimizer_step() const { return optimizer_.step(); }
+  void set_optimizer_step(int64_t step) { optimizer_.set_step(step); }
+  // Identity of the model (every parameter's name, shape, dtype and frozen flag, in order): the
+  // same on every rank and for every layout of the same model. Hex xxh64.
+  std::string ModelFingerprint() const;
+
   // The learning rate of the next FinishStep (learning-rate schedules).
   void SetLearningRate(float lr) { optimizer_.set_lr(lr); }
 

@@ -63,6 +63,14 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   if (swap_) swap_->Release(u.swap_id, /*dirty=*/true);
 }
 
+at::Tensor ShardedAdamW::AcquireMoments(size_t i) {
+  return swap_ ? swap_->Acquire(units_[i].swap_id) : units_[i].moments;
+}
+
+void ShardedAdamW::ReleaseMoments(size_t i, bool dirty) {
+  if (swap_) swap_->Release(units_[i].swap_id, dirty);
+}
+
 int64_t ShardedAdamW::state_bytes() const {
   int64_t b = 0;
   for (const auto& u : units_) b += 2 * (u.own_end - u.own_begin) * 4;

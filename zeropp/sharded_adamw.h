@@ -43,6 +43,10 @@ class ShardedAdamW {
   void StepUnit(size_t i, const at::Tensor& master_shard, const at::Tensor& owned_grad, float grad_scale);
 
   int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }  // resuming from a checkpoint
+  // The moments of unit i, [2, own] (exp_avg, exp_avg_sq), until ReleaseMoments (checkpoints).
+  at::Tensor AcquireMoments(size_t i);
+  void ReleaseMoments(size_t i, bool dirty);
   int64_t state_bytes() const;  // exp_avg + exp_avg_sq, wherever they live
   size_t num_units() const { return units_.size(); }
   int64_t own_begin(size_t i) const { return units_[i].own_begin; }

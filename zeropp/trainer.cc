@@ -11,6 +11,7 @@
 #include "scheduler/runtime/executor.h"
 #include "scheduler/runtime/stage_partition.h"
 #include "scheduler/trace.h"
+#include "zeropp/checkpoint/checkpoint.h"
 #include "zeropp/unit_plan.h"
 #include "zeropp/zeropp.h"
 
@@ -174,6 +175,20 @@ double Trainer::Evaluate(const std::vector<at::Tensor>& inputs, const std::vecto
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Trainer::FullParameters() { return engine_->FullParameters(); }
+
+std::string Trainer::LayoutDescription() const {
+  return absl::StrCat(options_.layout.ToString(), " schedule ", ScheduleName(), " chunks ", options_.pipeline.chunks,
+                      " partition ", Name(options_.pipeline.partition));
+}
+
+std::string Trainer::Save(const std::string& dir, int keep) {
+  return checkpoint::Save(*engine_, *groups_, dir, steps_, LayoutDescription(), keep).path;
+}
+
+int64_t Trainer::Load(const std::string& path) {
+  steps_ = checkpoint::Load(*engine_, *groups_, path, LayoutDescription());
+  return steps_;
+}
 MemoryStats Trainer::Memory() const { return engine_->Memory(); }
 std::string Trainer::ScheduleText() const { return executor_->schedule().ToString(); }
 std::string Trainer::ScheduleName() const { return executor_->schedule().name; }

@@ -72,6 +72,15 @@ class Trainer {
   // vector, must be told how many by passing vectors of that size). Collective.
   double Evaluate(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                   const LossFn& loss_fn);
+  // Saves the training state after steps_done() steps to DIR/step-N (zeropp/checkpoint/
+  // checkpoint.h: sharded safetensors in PyTorch DCP's layout, a verified manifest, atomic commit,
+  // `latest`); keep > 0 keeps only the newest `keep`. Returns the step directory. Collective.
+  std::string Save(const std::string& dir, int keep = 0);
+  // Loads a checkpoint saved under any layout (a step directory, or a save directory's latest);
+  // the next Step continues at its step (learning rate, AdamW step and data position follow
+  // steps_done()). Returns that step. Throws std::runtime_error naming the bad file. Collective.
+  int64_t Load(const std::string& path);
+
   // Full fp32 values of every parameter this rank's stage holds. Collective over the zero group.
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
 
@@ -90,6 +99,7 @@ class Trainer {
  private:
   std::shared_ptr<torch::nn::Module> model_;
   void Build();
+  std::string LayoutDescription() const;
   std::unique_ptr<ProcessGroups> owned_groups_;
   ProcessGroups* groups_;
   TrainerOptions options_;

@@ -27,6 +27,18 @@ void CheckWritable(const std::string& field, const std::string& path) {
   }
 }
 
+void CheckCreatableDir(const std::string& field, const std::string& dir) {
+  std::string d = dir.empty() ? "." : dir;
+  while (access(d.c_str(), F_OK) != 0) {
+    const auto slash = d.find_last_of('/');
+    d = slash == std::string::npos ? "." : (slash == 0 ? "/" : d.substr(0, slash));
+  }
+  if (access(d.c_str(), W_OK | X_OK) != 0) {
+    throw std::invalid_argument(absl::StrCat(field, ": cannot create or write '", dir, "': '", d, "': ",
+                                             std::strerror(errno)));
+  }
+}
+
 int64_t AvailableMemoryBytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;

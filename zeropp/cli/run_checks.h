@@ -14,6 +14,10 @@ namespace cli {
 // directory exists and is writable. Writes nothing. Throws std::invalid_argument naming `field`.
 void CheckWritable(const std::string& field, const std::string& path);
 
+// `dir` exists and is writable, or can be created: its nearest existing ancestor is a writable
+// directory. Creates nothing. Throws std::invalid_argument naming `field`.
+void CheckCreatableDir(const std::string& field, const std::string& dir);
+
 // MemAvailable from /proc/meminfo in bytes (0 when unknown).
 int64_t AvailableMemoryBytes();
 

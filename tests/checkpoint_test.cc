@@ -1,0 +1,251 @@
+// Checkpoints: saved under ZeroPP pp2 x zero2 at step 5, loaded on the same layout (the next
+// steps equal the uninterrupted run bit for bit) and on other layouts (ZeRO-3 on 2 ranks, 1 rank,
+// pp4 1F1B, NVMe-offloaded optimizer state: within 1e-5 relative), and every kind of damaged or
+// foreign checkpoint refused with one line naming the file and the problem.
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/engine_harness.h"
+#include "xxhash.h"
+#include "zeropp/checkpoint/safetensors.h"
+
+namespace zeropp {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TestDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string d = std::string(t ? t : "/tmp") + "/ckpt_" + name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+struct Layout {
+  std::string name;
+  ParallelConfig cfg;
+  PipelineSchedule schedule = PipelineSchedule::kAuto;
+  int chunks = 1, unit_size = 0;
+  bool nvme = false;
+};
+
+// The same global batch for every layout: 4 sequences per micro-batch, split across dp ranks.
+void Batch(int64_t step, int mb, int dp_rank, int dp_size, at::Tensor* x, at::Tensor* y) {
+  at::Tensor gx, gy;
+  testing::MakeBatch(testing::ModelKind::kGpt, step, mb, 0, &gx, &gy);  // [3, 6]
+  gx = at::cat({gx, gx.flip(0).narrow(0, 0, 1)}).contiguous();          // [4, 6]
+  gy = at::cat({gy, gy.flip(0).narrow(0, 0, 1)}).contiguous();
+  const int64_t per = 4 / dp_size;
+  *x = gx.narrow(0, dp_rank * per, per);
+  *y = gy.narrow(0, dp_rank * per, per);
+}
+
+// Trains steps [from, to) on `layout`, loading `load` first (if any) and saving to `save` after
+// step `save_at` (if any). Returns rank 0's losses.
+std::vector<double> Train(const Layout& l, int from, int to, const std::string& load, const std::string& save,
+                          int save_at) {
+  const int n = l.cfg.WorldSize();
+  std::vector<torch::nn::Sequential> models;
+  for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
+  std::vector<double> losses;
+  testing::RunRanks(n, [&](int rank, const auto& store) {
+    TrainerOptions o;
+    o.layout = l.cfg;
+    o.engine = testing::BaseOptions();
+    o.engine.max_grad_norm = 0.5;
+    o.pipeline.schedule = l.schedule;
+    o.pipeline.chunks = l.chunks;
+    o.pipeline.unit_size = l.unit_size;
+    o.microbatches = 4;
+    o.lr.warmup_steps = 3;
+    if (l.nvme) {
+      o.engine.offload.optimizer = OffloadTarget::kNvme;
+      o.engine.offload.dir = TestDir(l.name + "_nvme" + std::to_string(rank));
+    }
+    Trainer t(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, l.cfg, {}), o);
+    if (!load.empty()) EXPECT_EQ(t.Load(load), from);
+    for (int s = from; s < to; ++s) {
+      std::vector<at::Tensor> xs(4), ys(4);
+      for (int mb = 0; mb < 4; ++mb) Batch(s, mb, t.dp_rank(), t.dp_size(), &xs[mb], &ys[mb]);
+      const double loss =
+          t.Step(xs, ys, [](const at::Tensor& o, const at::Tensor& y) { return testing::Loss(testing::ModelKind::kGpt, o, y); })
+              .loss;
+      if (rank == 0) losses.push_back(loss);
+      if (s + 1 == save_at) t.Save(save, /*keep=*/2);
+    }
+    t.groups().world().Barrier()->Wait();
+  });
+  return losses;
+}
+
+TEST(CheckpointTest, SavedUnderZeroPPLoadsIntoEveryLayout) {
+  const std::string dir = TestDir("roundtrip");
+  const Layout zeropp{"zeropp", {2, 2, 1, DpMode::kDp}, PipelineSchedule::kZeroPP, 2, 2};
+  const std::vector<double> full = Train(zeropp, 0, 8, "", dir, 5);
+  ASSERT_EQ(full.size(), 8u);
+  ASSERT_TRUE(fs::exists(dir + "/step-000005/manifest.json"));
+  // The same layout continues bit for bit.
+  const std::vector<double> same = Train(zeropp, 5, 8, dir, "", 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(same[i], full[5 + i]) << "step " << 5 + i;
+  const std::vector<Layout> others = {{"zero3_2", {1, 2, 1, DpMode::kDp}},
+                                      {"one_rank", {1, 1, 1, DpMode::kDp}},
+                                      {"pp4_1f1b", {4, 1, 1, DpMode::kDp}, PipelineSchedule::kOneFOneB},
+                                      {"zero1_hybrid", {1, 2, 2, DpMode::kZero1}},
+                                      {"zero3_nvme", {1, 2, 1, DpMode::kDp}, PipelineSchedule::kAuto, 1, 0, true}};
+  for (const Layout& l : others) {
+    const std::vector<double> got = Train(l, 5, 8, dir + "/step-000005", "", 0);
+    ASSERT_EQ(got.size(), 3u) << l.name;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_NEAR(got[i], full[5 + i], 1e-5 * std::abs(full[5 + i])) << l.name << " step " << 5 + i;
+    }
+    std::printf("%s: steps 5..7 losses %.6f %.6f %.6f (uninterrupted %.6f %.6f %.6f)\n", l.name.c_str(), got[0], got[1],
+                got[2], full[5], full[6], full[7]);
+  }
+}
+
+// Loads `dir` on one rank into the GPT (or the MLP) and returns the error ("" = loaded).
+std::string LoadError(const std::string& dir, bool mlp = false) {
+  std::string err;
+  testing::RunRanks(1, [&](int rank, const auto& store) {
+    TrainerOptions o;
+    Trainer t(testing::MakeModel(mlp ? testing::ModelKind::kMlp : testing::ModelKind::kGpt).ptr(),
+              ProcessGroups::CreateWithStore(store, rank, 1, {1, 1, 1, DpMode::kDp}, {}), o);
+    try {
+      t.Load(dir);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  });
+  return err;
+}
+
+void Rewrite(const std::string& path, const std::function<void(std::string&)>& edit) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  edit(bytes);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Rewrites a shard and makes the manifest agree with it, so that only the header check can catch it.
+void RewriteShardKeepingManifest(const std::string& step_dir, const std::string& shard,
+                                 const std::function<void(std::string&)>& edit) {
+  Rewrite(step_dir + "/" + shard, edit);
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(step_dir + "/manifest.json"));
+  for (auto& f : m["files"]) {
+    if (f["path"] != shard) continue;
+    f["bytes"] = fs::file_size(step_dir + "/" + shard);
+    std::ifstream in(step_dir + "/" + shard, std::ios::binary);
+    std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(b.data(), b.size(), 0)));
+    f["xxh64"] = hex;
+  }
+  std::ofstream(step_dir + "/manifest.json", std::ios::trunc) << m.dump();
+}
+
+TEST(CheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
+  const std::string base = TestDir("good");
+  Train({"one", {1, 1, 1, DpMode::kDp}}, 0, 1, "", base, 1);
+  const std::string good = base + "/step-000001";
+  ASSERT_EQ(LoadError(base), "");
+  const std::string shard = "shard-00000-0.safetensors";
+  int variant = 0;
+  auto copy = [&] {
+    const std::string d = TestDir("bad" + std::to_string(variant++));
+    fs::copy(good, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    return d;
+  };
+  auto expect = [&](const std::string& d, const std::string& want, bool mlp = false) {
+    const std::string e = LoadError(d, mlp);
+    EXPECT_NE(e.find(want), std::string::npos) << "got: '" << e << "'";
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  };
+  std::string d = copy();
+  Rewrite(d + "/" + shard, [](std::string& b) { b[b.size() - 7] ^= 0x10; });
+  expect(d, shard + ": xxh64 ");
+  expect(d, "(corrupted)");
+  d = copy();
+  Rewrite(d + "/" + shard, [](std::string& b) { b.resize(b.size() - 100); });
+  expect(d, shard + ": " );
+  expect(d, "(truncated or replaced)");
+  d = copy();
+  fs::remove(d + "/" + shard);
+  expect(d, shard + ": missing");
+  d = copy();
+  fs::remove(d + "/manifest.json");
+  expect(d, "manifest.json: missing (an unfinished save?)");
+  d = copy();
+  RewriteShardKeepingManifest(d, shard, [](std::string& b) {
+    const uint64_t n = b.size();  // the header now claims more bytes than the file holds
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  });
+  expect(d, shard + ": header claims ");
+  d = copy();
+  RewriteShardKeepingManifest(d, shard, [](std::string& b) {
+    const uint64_t n = 200000000;  // over the 100 MB limit
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  });
+  expect(d, shard + ": header of 200000000 bytes exceeds the 100000000-byte limit");
+  d = copy();
+  RewriteShardKeepingManifest(d, shard, [](std::string& b) {
+    // Make the second tensor start where the first does: overlapping offsets.
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(b[i]);
+    auto h = nlohmann::ordered_json::parse(b.substr(8, n));
+    int seen = 0;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      if (++seen == 2) {
+        const int64_t len = it.value()["data_offsets"][1].get<int64_t>() - it.value()["data_offsets"][0].get<int64_t>();
+        it.value()["data_offsets"] = {0, len};
+      }
+    }
+    std::string text = h.dump();
+    text.resize(n, ' ');
+    b.replace(8, n, text);
+  });
+  expect(d, "offsets must be contiguous, increasing and not overlap");
+  d = copy();
+  Rewrite(d + "/manifest.json", [](std::string& b) {
+    auto m = nlohmann::json::parse(b);
+    m["files"][0]["path"] = "../../etc/passwd";
+    b = m.dump();
+  });
+  expect(d, "manifest.json: names '../../etc/passwd' outside the checkpoint directory");
+  expect(good, "saved from a different model (fingerprint ", /*mlp=*/true);
+  // The save directory's `latest` points at the newest complete checkpoint.
+  std::ifstream latest(base + "/latest");
+  std::string name;
+  latest >> name;
+  EXPECT_EQ(name, "step-000001");
+}
+
+// The safetensors files are the format's bytes: header length, JSON with DCP's sharding
+// metadata, and chunks that are n-d boxes (a flat shard of a 2-D weight becomes row boxes).
+TEST(CheckpointTest, ShardsAreSafetensorsWithDcpShardingInfo) {
+  const std::string base = TestDir("format");
+  Train({"zero3_2", {1, 2, 1, DpMode::kDp}}, 0, 1, "", base, 1);
+  int files = 0, chunks = 0;
+  for (const auto& e : fs::directory_iterator(base + "/step-000001")) {
+    if (e.path().extension() != ".safetensors") continue;
+    ++files;
+    const checkpoint::SafetensorsFile f = checkpoint::ReadSafetensorsHeader(e.path().string());
+    ASSERT_TRUE(f.metadata.count("DCP_SHARDING_INFO")) << e.path();
+    const auto info = nlohmann::json::parse(f.metadata.at("DCP_SHARDING_INFO"));
+    for (const auto& t : f.tensors) {
+      ASSERT_TRUE(info.contains(t.name)) << t.name;
+      EXPECT_EQ(info[t.name]["saved_offsets"].size(), t.shape.size()) << t.name;
+      ++chunks;
+    }
+    EXPECT_EQ(f.data_start % 8, 0) << "header padded to 8 bytes";
+  }
+  EXPECT_GE(files, 2);  // both ranks wrote
+  EXPECT_GT(chunks, 0);
+}
+
+}  // namespace
+}  // namespace zeropp

@@ -1,0 +1,472 @@
+#include "zeropp/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "xxhash.h"
+#include "zeropp/checkpoint/safetensors.h"
+
+namespace zeropp {
+namespace checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kFormat = "zeropp-checkpoint";
+constexpr int kVersion = 1;
+
+// An n-d box of a tensor: global offsets and sizes.
+struct Box {
+  std::vector<int64_t> offsets, sizes;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+};
+
+// The flat element range [a, b) of a tensor of `shape` (C order) as at most 2*ndim-1 boxes.
+void FlatRangeToBoxes(const std::vector<int64_t>& shape, int64_t a, int64_t b, std::vector<int64_t> prefix,
+                      std::vector<Box>* out) {
+  if (a >= b) return;
+  if (shape.size() <= 1) {
+    Box box{prefix, std::vector<int64_t>(prefix.size(), 1)};
+    if (!shape.empty()) {
+      box.offsets.push_back(a);
+      box.sizes.push_back(b - a);
+    }
+    out->push_back(std::move(box));
+    return;
+  }
+  const std::vector<int64_t> rest(shape.begin() + 1, shape.end());
+  int64_t inner = 1;
+  for (int64_t d : rest) inner *= d;
+  int64_t r0 = a / inner;
+  const int64_t r1 = (b - 1) / inner;
+  auto with = [&](int64_t row) {
+    std::vector<int64_t> p = prefix;
+    p.push_back(row);
+    return p;
+  };
+  if (r0 == r1) {
+    FlatRangeToBoxes(rest, a - r0 * inner, b - r0 * inner, with(r0), out);
+    return;
+  }
+  if (a % inner != 0) {
+    FlatRangeToBoxes(rest, a % inner, inner, with(r0), out);
+    ++r0;
+  }
+  const int64_t whole_end = b % inner == 0 ? r1 + 1 : r1;
+  if (whole_end > r0) {
+    Box box{prefix, std::vector<int64_t>(prefix.size(), 1)};
+    box.offsets.push_back(r0);
+    box.sizes.push_back(whole_end - r0);
+    for (int64_t d : rest) {
+      box.offsets.push_back(0);
+      box.sizes.push_back(d);
+    }
+    out->push_back(std::move(box));
+  }
+  if (b % inner != 0) FlatRangeToBoxes(rest, 0, b % inner, with(r1), out);
+}
+
+std::vector<std::string> AllGatherStrings(Communicator& comm, const std::string& mine) {
+  const int64_t longest = static_cast<int64_t>(MaxOverRanks(comm, static_cast<double>(mine.size())));
+  at::Tensor in = at::zeros({longest + 8}, at::TensorOptions().dtype(at::kByte));
+  const int64_t n = static_cast<int64_t>(mine.size());
+  std::memcpy(in.data_ptr(), &n, 8);
+  std::memcpy(static_cast<char*>(in.data_ptr()) + 8, mine.data(), mine.size());
+  at::Tensor out = at::zeros({comm.size() * (longest + 8)}, in.options());
+  comm.AllGather(out, in)->Wait();
+  std::vector<std::string> all;
+  for (int r = 0; r < comm.size(); ++r) {
+    const char* p = static_cast<const char*>(out.data_ptr()) + r * (longest + 8);
+    int64_t len = 0;
+    std::memcpy(&len, p, 8);
+    all.emplace_back(p + 8, static_cast<size_t>(len));
+  }
+  return all;
+}
+
+std::string FileXxh64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    XXH64_update(st, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  const uint64_t h = XXH64_digest(st);
+  XXH64_freeState(st);
+  return absl::StrFormat("%016x", h);
+}
+
+void FsyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& text,
+                         const std::function<void()>& before_rename = nullptr) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error(tmp + ": write failed (disk full?)");
+  }
+  FsyncPath(tmp);
+  if (before_rename) before_rename();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(path + ": rename failed");
+}
+
+std::string StepName(int64_t step) { return absl::StrFormat("step-%06d", step); }
+
+// Fault injection for the crash-consistency test: ZEROPP_TEST_CRASH_IN_SAVE="STEP:POINT" kills
+// this process (SIGKILL, as a node failure would) at POINT of the save of STEP: "shards" (rank 1,
+// after its first shard file), "manifest" (rank 0, manifest written under its temporary name),
+// "rename" (rank 0, step directory renamed, `latest` not yet updated).
+void CrashPointForTests(int64_t step, const char* point, int rank, int at_rank) {
+  const char* spec = std::getenv("ZEROPP_TEST_CRASH_IN_SAVE");
+  if (spec && rank == at_rank && std::string(spec) == absl::StrCat(step, ":", point)) ::kill(::getpid(), SIGKILL);
+}
+
+// The key of pipeline rank p's copy of a tensor tied across stages.
+std::string CopyKey(int p, const std::string& name) { return absl::StrCat("tied_copy.pp", p, ".", name); }
+
+// The runs of a box that are contiguous in the tensor's flat order: (flat start, element index in
+// the box, length). Trailing dimensions the box spans whole merge into one run.
+template <typename F>
+void ForEachRun(const std::vector<int64_t>& shape, const Box& box, F fn) {
+  const int nd = static_cast<int>(shape.size());
+  if (nd == 0) {
+    fn(0, 0, 1);
+    return;
+  }
+  int k = nd - 1;  // runs span dims k.. (the box covers dims k+1.. whole)
+  while (k > 0 && box.sizes[k] == shape[k] && box.offsets[k] == 0) --k;
+  int64_t tail = 1;
+  for (int d = k + 1; d < nd; ++d) tail *= shape[d];
+  const int64_t run = box.sizes[k] * tail;
+  std::vector<int64_t> idx(k, 0);  // over dims 0..k-1 of the box
+  int64_t in_box = 0;
+  while (true) {
+    int64_t flat = 0;
+    for (int d = 0; d < nd; ++d) {
+      const int64_t i = d < k ? box.offsets[d] + idx[d] : (d == k ? box.offsets[d] : 0);
+      flat = flat * shape[d] + i;
+    }
+    fn(flat, in_box, run);
+    in_box += run;
+    int d = k - 1;
+    while (d >= 0 && ++idx[d] == box.sizes[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
+}
+
+}  // namespace
+
+SaveResult Save(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step, const std::string& layout,
+                int keep) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Communicator& world = groups.world();
+  const int rank = groups.rank();
+  const ParallelConfig& cfg = groups.config();
+  const bool zero1 = cfg.dp_mode == DpMode::kZero1 && cfg.dp > 1;
+  const bool writer = zero1 || cfg.CoordOf(rank).dp_index == 0;  // dp replicas hold identical state
+  const int pp_index = cfg.CoordOf(rank).pp_index;
+  const std::string final_dir = (fs::path(dir) / StepName(step)).string();
+  const std::string tmp_dir = (fs::path(dir) / (".tmp-" + StepName(step))).string();
+  std::string error;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::remove_all(tmp_dir, ec);
+    fs::create_directories(tmp_dir, ec);
+    if (ec) error = absl::StrCat(tmp_dir, ": cannot create: ", ec.message());
+  }
+  if (MaxOverRanks(world, error.empty() ? 0 : 1) > 0) {
+    throw std::runtime_error(absl::StrCat("checkpoint save ", dir, ": ",
+                                          error.empty() ? "rank 0 could not create the directory" : error));
+  }
+  // This rank's chunks, grouped into files by box index (a file holds one chunk per name).
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> files;
+  std::vector<Json> sharding;
+  Json shapes = Json::object();
+  auto add = [&](const std::string& name, const std::vector<int64_t>& shape, const float* base, int64_t a, int64_t b) {
+    std::vector<Box> boxes;
+    FlatRangeToBoxes(shape, a, b, {}, &boxes);
+    int64_t at = 0;
+    for (size_t k = 0; k < boxes.size(); ++k) {
+      if (files.size() <= k) {
+        files.resize(k + 1);
+        sharding.resize(k + 1, Json::object());
+      }
+      at::Tensor t = at::from_blob(const_cast<float*>(base) + at, boxes[k].sizes, at::kFloat).clone();
+      files[k].emplace_back(name, t);
+      sharding[k][name] = {{"saved_offsets", boxes[k].offsets}};
+      at += boxes[k].numel();
+    }
+  };
+  if (writer) {
+    engine.VisitState(false, [&](const FlatParam& f, int64_t own_begin, int64_t own_end, const at::Tensor& master,
+                                 const at::Tensor& moments) {
+      const float* m = master.data_ptr<float>();
+      const float* avg = moments.data_ptr<float>();
+      const float* sq = avg + (own_end - own_begin);
+      for (const FlatEntry& e : f.entries()) {
+        const int64_t a = std::max(own_begin, e.offset), b = std::min(own_end, e.offset + e.numel);
+        if (a >= b) continue;
+        // A cross-stage copy of a tied tensor is saved under its own key: the vectorised AdamW
+        // may round the two copies differently, so an exact resume on the same layout needs both;
+        // other layouts load the tensor by its name.
+        const std::string key = e.norm_excluded ? CopyKey(pp_index, e.name) : e.name;
+        add(key, e.shape, m + (a - f.shard_begin()), a - e.offset, b - e.offset);
+        add("optim.exp_avg." + key, e.shape, avg + (a - own_begin), a - e.offset, b - e.offset);
+        add("optim.exp_avg_sq." + key, e.shape, sq + (a - own_begin), a - e.offset, b - e.offset);
+      }
+    });
+  }
+  for (const auto& kv : engine.model().named_parameters(/*recurse=*/true)) {
+    shapes[kv.key()] = kv.value().sizes().vec();
+  }
+  Json mine = Json::array();
+  int64_t bytes = 0;
+  try {
+    for (size_t k = 0; k < files.size(); ++k) {
+      const std::string name = absl::StrFormat("shard-%05d-%d.safetensors", rank, static_cast<int>(k));
+      const std::string path = (fs::path(tmp_dir) / name).string();
+      const int64_t n = WriteSafetensors(path, files[k],
+                                         {{"DCP_SHARDING_INFO", sharding[k].dump()}, {"DCP_VERSION", "1.0"}, {"format", "pt"}});
+      bytes += n;
+      mine.push_back({{"path", name}, {"bytes", n}, {"xxh64", FileXxh64(path)}});
+      CrashPointForTests(step, "shards", rank, 1);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (MaxOverRanks(world, error.empty() ? 0 : 1) > 0) {
+    throw std::runtime_error(absl::StrCat("checkpoint save ", dir, ": ",
+                                          error.empty() ? "another rank failed to write its shard" : error,
+                                          "; the previous checkpoint is intact"));
+  }
+  const std::vector<std::string> all = AllGatherStrings(world, mine.dump());
+  if (rank == 0) {
+    try {
+      Json manifest = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"layout", layout},
+                       {"model", {{"fingerprint", engine.ModelFingerprint()}}}, {"tensors", shapes},
+                       {"files", Json::array()}};
+      for (const std::string& s : all) {
+        for (const auto& f : Json::parse(s)) manifest["files"].push_back(f);
+      }
+      WriteFileAtomically((fs::path(tmp_dir) / kManifest).string(), manifest.dump(1),
+                          [&] { CrashPointForTests(step, "manifest", rank, 0); });
+      FsyncPath(tmp_dir);
+      std::error_code ec;
+      fs::remove_all(final_dir, ec);
+      fs::rename(tmp_dir, final_dir, ec);
+      if (ec) throw std::runtime_error(final_dir + ": rename failed: " + ec.message());
+      FsyncPath(dir);
+      CrashPointForTests(step, "rename", rank, 0);
+      WriteFileAtomically((fs::path(dir) / "latest").string(), StepName(step) + "\n");
+      FsyncPath(dir);
+      if (keep > 0) {
+        std::vector<std::string> steps;
+        for (const auto& entry : fs::directory_iterator(dir)) {
+          const std::string n = entry.path().filename().string();
+          if (n.rfind("step-", 0) == 0 && fs::exists(entry.path() / kManifest)) steps.push_back(n);
+        }
+        std::sort(steps.begin(), steps.end());
+        for (size_t i = 0; i + keep < steps.size(); ++i) fs::remove_all(fs::path(dir) / steps[i], ec);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (MaxOverRanks(world, error.empty() ? 0 : 1) > 0) {
+    throw std::runtime_error(absl::StrCat("checkpoint save ", dir, ": ",
+                                          error.empty() ? "rank 0 failed to commit the manifest" : error));
+  }
+  SaveResult r;
+  r.path = final_dir;
+  r.bytes = bytes;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string Resolve(const std::string& path) {
+  if (fs::exists(fs::path(path) / kManifest)) return path;
+  const fs::path latest = fs::path(path) / "latest";
+  if (!fs::exists(latest)) return "";
+  std::ifstream in(latest);
+  std::string name;
+  in >> name;
+  if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos || name.find("..") != std::string::npos) {
+    throw std::runtime_error(absl::StrCat("checkpoint ", path, ": latest names '", name, "', expected step-NNNNNN"));
+  }
+  return (fs::path(path) / name).string();
+}
+
+int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, const std::string& layout) {
+  const std::string dir = Resolve(path);
+  auto fail = [&](const std::string& what) {
+    throw std::runtime_error(absl::StrCat("checkpoint ", dir.empty() ? path : dir, ": ", what));
+  };
+  if (dir.empty()) {
+    bool shards = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(path, ec)) shards = shards || e.path().extension() == ".safetensors";
+    fail(shards ? "manifest.json: missing (an unfinished save?)" : "no checkpoint (neither manifest.json nor latest)");
+  }
+  // Every rank reads and checks everything it will use; the checks are deterministic, so every
+  // rank refuses a bad checkpoint with the same message before any byte is used.
+  Json manifest;
+  {
+    std::ifstream in(fs::path(dir) / kManifest);
+    if (!in) fail("manifest.json: missing (an unfinished save?)");
+    try {
+      manifest = Json::parse(in);
+    } catch (const std::exception& e) {
+      fail(absl::StrCat("manifest.json: not valid JSON: ", e.what()));
+    }
+  }
+  if (!manifest.is_object() || manifest.value("format", "") != kFormat || manifest.value("version", 0) != kVersion) {
+    fail(absl::StrCat("manifest.json: expected format ", kFormat, " version ", kVersion));
+  }
+  const std::string fp = manifest["model"].value("fingerprint", "");
+  if (fp != engine.ModelFingerprint()) {
+    fail(absl::StrCat("saved from a different model (fingerprint ", fp, ", this model ", engine.ModelFingerprint(),
+                      ": parameter names, shapes, dtypes or frozen flags differ)"));
+  }
+  std::vector<SafetensorsFile> files;
+  for (const auto& f : manifest["files"]) {
+    const std::string name = f.value("path", "");
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+      fail(absl::StrCat("manifest.json: names '", name, "' outside the checkpoint directory"));
+    }
+    const std::string p = (fs::path(dir) / name).string();
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    if (ec) fail(name + ": missing");
+    if (static_cast<int64_t>(size) != f.value("bytes", int64_t{-1})) {
+      fail(absl::StrCat(name, ": ", size, " bytes, the manifest says ", f.value("bytes", int64_t{-1}),
+                        " (truncated or replaced)"));
+    }
+    const std::string sum = FileXxh64(p);
+    if (sum != f.value("xxh64", "")) {
+      fail(absl::StrCat(name, ": xxh64 ", sum, ", the manifest says ", f.value("xxh64", ""), " (corrupted)"));
+    }
+    try {
+      files.push_back(ReadSafetensorsHeader(p));
+    } catch (const std::exception& e) {
+      fail(std::string(e.what()).substr(dir.size() + 1));
+    }
+  }
+  // Chunk index: name -> (file, tensor, box).
+  struct Chunk {
+    int file, tensor;
+    Box box;
+  };
+  std::map<std::string, std::vector<Chunk>> index;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const SafetensorsFile& f = files[fi];
+    Json info = Json::object();
+    auto it = f.metadata.find("DCP_SHARDING_INFO");
+    if (it != f.metadata.end()) info = Json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    for (size_t ti = 0; ti < f.tensors.size(); ++ti) {
+      const SafetensorsEntry& e = f.tensors[ti];
+      if (e.dtype != "F32") fail(absl::StrCat(fs::path(f.path).filename().string(), ": tensor ", e.name, " is ", e.dtype, ", expected F32"));
+      Box box;
+      box.sizes = e.shape;
+      if (info.is_object() && info.contains(e.name)) {
+        box.offsets = info[e.name]["saved_offsets"].get<std::vector<int64_t>>();
+      } else {
+        box.offsets.assign(e.shape.size(), 0);
+      }
+      if (box.offsets.size() != box.sizes.size()) {
+        fail(absl::StrCat(fs::path(f.path).filename().string(), ": tensor ", e.name, " has ", box.offsets.size(),
+                          " saved offsets for ", box.sizes.size(), " dimensions"));
+      }
+      index[e.name].push_back({static_cast<int>(fi), static_cast<int>(ti), box});
+    }
+  }
+  // Fill [a, b) of tensor `name` (flat, shape) into dst from the chunks that overlap it.
+  auto fill = [&](const std::string& name, const std::vector<int64_t>& shape, int64_t a, int64_t b, float* dst) {
+    auto it = index.find(name);
+    if (it == index.end()) fail(absl::StrCat("no saved chunk of ", name));
+    int64_t covered = 0;
+    for (const Chunk& c : it->second) {
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (c.box.offsets[d] < 0 || c.box.offsets[d] + c.box.sizes[d] > shape[d]) {
+          fail(absl::StrCat(fs::path(files[c.file].path).filename().string(), ": chunk of ", name,
+                            " lies outside the tensor's shape (offsets out of range)"));
+        }
+      }
+      ForEachRun(shape, c.box, [&](int64_t flat, int64_t in_box, int64_t len) {
+        const int64_t lo = std::max(flat, a), hi = std::min(flat + len, b);
+        if (lo >= hi) return;
+        files[c.file].ReadElements(c.tensor, in_box + (lo - flat), hi - lo, dst + (lo - a));
+        covered += hi - lo;
+      });
+    }
+    if (covered != b - a) {
+      fail(absl::StrCat("elements [", a, ", ", b, ") of ", name, ": the saved chunks cover ", covered, " of ", b - a,
+                        " (missing or overlapping chunks)"));
+    }
+  };
+  // This rank's own copies of cross-stage tied tensors, when the checkpoint has the same layout.
+  const bool same_layout = manifest.value("layout", "") == layout;
+  const int pp_index = groups.config().CoordOf(groups.rank()).pp_index;
+  engine.VisitState(true, [&](const FlatParam& f, int64_t own_begin, int64_t own_end, const at::Tensor& master,
+                              const at::Tensor& moments) {
+    float* m = master.data_ptr<float>();
+    float* avg = moments.data_ptr<float>();
+    float* sq = avg + (own_end - own_begin);
+    for (const FlatEntry& e : f.entries()) {
+      const std::string copy = CopyKey(pp_index, e.name);
+      const std::string key = e.norm_excluded && same_layout && index.count(copy) ? copy : e.name;
+      const int64_t sb = f.shard_begin(), se = sb + f.shard_numel();
+      int64_t a = std::max(sb, e.offset), b = std::min(se, e.offset + e.numel);
+      if (a < b) fill(key, e.shape, a - e.offset, b - e.offset, m + (a - sb));
+      a = std::max(own_begin, e.offset);
+      b = std::min(own_end, e.offset + e.numel);
+      if (a < b) {
+        fill("optim.exp_avg." + key, e.shape, a - e.offset, b - e.offset, avg + (a - own_begin));
+        fill("optim.exp_avg_sq." + key, e.shape, a - e.offset, b - e.offset, sq + (a - own_begin));
+      }
+    }
+  });
+  const int64_t step = manifest.value("step", int64_t{0});
+  engine.set_optimizer_step(step);
+  groups.world().Barrier()->Wait();
+  return step;
+}
+
+}  // namespace checkpoint
+}  // namespace zeropp

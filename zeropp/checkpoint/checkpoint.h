@@ -1,0 +1,59 @@
+// checkpoint.h: sharded, layout-independent, crash-consistent, verified checkpoints.
+//
+// Layout on disk (DIR is the save directory):
+//   DIR/step-000005/shard-RRRRR-K.safetensors   each rank's owned state, as safetensors files laid
+//                                               out as PyTorch DCP's safetensors format: the file's
+//                                               __metadata__ DCP_SHARDING_INFO gives every chunk's
+//                                               global saved_offsets; a chunk is an n-d box, one per
+//                                               tensor name per file (a flat shard of a 2-D weight
+//                                               is up to 3 row boxes, hence K)
+//   DIR/step-000005/manifest.json               written last: step, layout, model fingerprint,
+//                                               tensors' global shapes, every file's size and xxh64
+//   DIR/latest                                  "step-000005", replaced atomically
+// Tensors: each parameter by name (a tied tensor by its first registration's name) holds the fp32
+// master; "optim.exp_avg.NAME" and "optim.exp_avg_sq.NAME" the AdamW moments; a second pipeline
+// stage's copy of a tied tensor is also kept, as "tied_copy.ppP.NAME" (and its moments). Keyed by name and
+// global offsets, never by rank or unit, so any layout loads any checkpoint: each rank reads only
+// the byte ranges that overlap what it holds.
+//
+// Save: every file is written into DIR/.tmp-step-N and fsynced; rank 0 then writes the manifest
+// (temporary name, fsync, rename), renames the directory to step-N, fsyncs DIR, replaces `latest`
+// and removes checkpoints beyond `keep`. A crash at any point leaves the previous checkpoint and
+// `latest` intact. Load verifies every file's size and checksum and every header before it uses a
+// byte, and refuses a checkpoint of another model. Both are collective (all ranks, same order).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zeropp/engine.h"
+#include "zeropp/process_groups.h"
+
+namespace zeropp {
+namespace checkpoint {
+
+struct SaveResult {
+  std::string path;         // DIR/step-N
+  int64_t bytes = 0;        // written by this rank
+  double seconds = 0;       // this call, on this rank
+};
+
+// Saves the engine's state after `step` optimizer steps. `layout` is recorded (a description).
+// keep > 0: remove older step directories beyond the newest `keep`. Throws std::runtime_error
+// naming the file and the problem (e.g. a full disk); the previous checkpoint stays intact.
+SaveResult Save(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step,
+                const std::string& layout, int keep);
+
+// A step directory, or a save directory with `latest` (resolved). "" when `path` is a save
+// directory without a checkpoint yet. Throws std::runtime_error for a bad `latest`.
+std::string Resolve(const std::string& path);
+
+// Loads a checkpoint (a step directory or a save directory) into the engine, whatever layout saved
+// it; returns its step. Throws std::runtime_error "checkpoint PATH: FILE: problem" on any
+// missing, truncated, corrupted or foreign file, the same on every rank.
+// `layout` describes this run's layout as Save's did: when it equals the saved one, each pipeline
+// rank's copy of a tensor tied across stages is restored as saved (an exact resume).
+int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, const std::string& layout);
+
+}  // namespace checkpoint
+}  // namespace zeropp
