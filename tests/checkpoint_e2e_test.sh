@@ -32,5 +32,27 @@ for point in shards manifest rename; do
     fail "resume after a crash at $point: rc=$rc got '$got' want '$want': $out"
   fi
 done
+# Restarts: rank 1 is killed before step 12 of 15; the launcher stops every rank and starts them
+# again (--max-restarts 1); they resume from the step-10 checkpoint and end with the same loss.
+B=(--steps 15 --width 32 --depth 2 --heads 2 --context 16 --micro-batch 2 --log-every 1 --pp 2 --lr 0.01)
+ref="$(timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${B[@]}" 2>&1)"
+want=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$ref")
+dir="$WORK/restart"
+out="$(ZEROPP_TEST_KILL=1:12 timeout 300 "$LAUNCHER" --nproc-per-node 4 --max-restarts 1 -- "$TRAIN" "${B[@]}" \
+  --save-dir "$dir" --save-every 5 --resume auto 2>&1)"; rc=$?
+got=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$out")
+if [[ $rc -eq 0 && "$out" == *"rank 1 (pid "*"killed by signal 9 (SIGKILL); stopped the other 3 local rank(s); restarting all 4 local ranks (restart 1 of 1)"* \
+      && "$out" == *"RESUME step=10 from $dir/step-000010"* && -n "$want" && "$got" == "$want" ]]; then
+  pass "rank 1 killed at step 12, restarted, resumed from step 10: last_loss $got = uninterrupted $want"
+else
+  fail "restart: rc=$rc got '$got' want '$want': $out"
+fi
+# Without restarts left, the launcher exits non-zero naming the rank.
+out="$(ZEROPP_TEST_KILL=2:3 timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${B[@]}" 2>&1)"; rc=$?
+if [[ $rc -ne 0 && "$out" == *"zpp run: rank 2 (pid "*"killed by signal 9 (SIGKILL); stopped the other 3 local rank(s)"* && "$out" != *restarting* ]]; then
+  pass "no restarts: the launcher names the killed rank and exits $rc"
+else
+  fail "no restarts: rc=$rc: $out"
+fi
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -6,7 +6,9 @@
 // Starts N processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT (and OMP_NUM_THREADS=1 unless set), prefixes every output line with "[rank K] ",
 // and when any rank dies (non-zero exit or signal) stops the others (SIGTERM, then SIGKILL after
-// 5 s) and exits non-zero with one line naming the rank and how it died. Each rank runs in its own
+// 5 s) and exits non-zero with one line naming the rank and how it died; with --max-restarts K
+// it starts all local ranks again instead, up to K times (torchrun's semantics; the ranks see
+// TORCHELASTIC_RESTART_COUNT, and a training job resumes from its latest checkpoint). Each rank runs in its own
 // process group and dies with the launcher (PR_SET_PDEATHSIG), so no process is left behind.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -53,6 +55,7 @@ struct Args {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = -1;
+  int max_restarts = 0;
   std::vector<std::string> program;
 };
 
@@ -79,14 +82,16 @@ Args Parse(int argc, char** argv) {
       a.master_addr = value(f);
     } else if (f == "--master-port" || f == "--master_port") {
       a.master_port = ParseInt(f, value(f), 1, 65535);
+    } else if (f == "--max-restarts" || f == "--max_restarts") {
+      a.max_restarts = ParseInt(f, value(f), 0, 1000);
     } else if (f == "-h" || f == "--help") {
       std::printf(
           "usage: zpp run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-          "--master-port P] -- PROGRAM ARGS...\n");
+          "--master-port P] [--max-restarts K] -- PROGRAM ARGS...\n");
       std::exit(0);
     } else {
       Die("unknown flag '" + f + "' (expected --nproc-per-node, --nnodes, --node-rank, "
-          "--master-addr, --master-port, then -- PROGRAM ARGS)");
+          "--master-addr, --master-port, --max-restarts, then -- PROGRAM ARGS)");
     }
   }
   for (; i < argc; ++i) a.program.push_back(argv[i]);
@@ -96,6 +101,10 @@ Args Parse(int argc, char** argv) {
         std::to_string(a.nnodes) + ")");
   }
   if (a.program.empty()) Die("no program given (expected: -- PROGRAM ARGS...)");
+  if (a.max_restarts > 0 && a.nnodes > 1) {
+    Die("--max-restarts: got " + std::to_string(a.max_restarts) + " with --nnodes " + std::to_string(a.nnodes) +
+        ", expected --nnodes 1 (restarts across nodes need a rendezvous this launcher does not have)");
+  }
   return a;
 }
 
@@ -196,11 +205,22 @@ bool Failed(const Rank& r) {
   return r.exited && (WIFSIGNALED(r.status) || WEXITSTATUS(r.status) != 0);
 }
 
+// How one start of all local ranks ended.
+struct Outcome {
+  int code = 0;               // the launcher's exit code for it
+  std::string failure;        // "" or the first failed rank, described
+  int signal = 0;             // the launcher itself was interrupted
+};
+
+// Starts every local rank and supervises them until all have exited (attempt = restart count).
+Outcome RunOnce(const Args& args, const std::string& program, int attempt);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args = Parse(argc, argv);
   std::string program = ResolveProgram(args.program[0]);
+  const bool pick_port = args.master_port < 0 && args.nnodes == 1;
   if (args.master_port < 0) {
     if (args.nnodes == 1) {
       args.master_port = TryBind(args.master_addr, 0);
@@ -220,6 +240,28 @@ int main(int argc, char** argv) {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // torchrun's semantics: when a rank fails, every local rank is stopped and all are started
+  // again, up to --max-restarts times (TORCHELASTIC_RESTART_COUNT tells them which start this is;
+  // a training program resumes from its latest checkpoint).
+  for (int attempt = 0;; ++attempt) {
+    Outcome o = RunOnce(args, program, attempt);
+    if (o.failure.empty() || o.signal != 0 || attempt >= args.max_restarts) {
+      if (!o.failure.empty()) std::fprintf(stderr, "zpp run: %s\n", o.failure.c_str());
+      if (o.signal != 0) std::fprintf(stderr, "zpp run: interrupted by signal %d; stopped all ranks\n", o.signal);
+      return o.code;
+    }
+    std::fprintf(stderr, "zpp run: %s; restarting all %d local ranks (restart %d of %d)\n", o.failure.c_str(),
+                 args.nproc, attempt + 1, args.max_restarts);
+    if (pick_port) {
+      args.master_port = TryBind(args.master_addr, 0);
+      if (args.master_port < 0) Die("cannot find a free port on " + args.master_addr + ": " + strerror(errno));
+    }
+  }
+}
+
+namespace {
+
+Outcome RunOnce(const Args& args, const std::string& program, int attempt) {
   const int world = args.nnodes * args.nproc;
   std::vector<Rank> ranks(args.nproc);
   const pid_t launcher_pid = getpid();
@@ -250,6 +292,8 @@ int main(int argc, char** argv) {
       setenv("MASTER_ADDR", args.master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(args.master_port).c_str(), 1);
       setenv("OMP_NUM_THREADS", "1", 0);
+      setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+      setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(args.max_restarts).c_str(), 1);
       std::vector<char*> av;
       for (auto& s : args.program) av.push_back(const_cast<char*>(s.c_str()));
       av.push_back(nullptr);
@@ -343,17 +387,19 @@ int main(int argc, char** argv) {
     }
   }
 
+  Outcome o;
+  if (stop_signal != 0) {
+    o.signal = stop_signal;
+    o.code = 128 + stop_signal;
+  }
   if (first_failure != nullptr) {
     int others = 0;
     for (auto& r : ranks) others += (&r != first_failure) ? 1 : 0;
-    std::fprintf(stderr, "zpp run: %s; stopped the other %d local rank(s)\n",
-                 Describe(*first_failure).c_str(), others);
-    return WIFSIGNALED(first_failure->status) ? 128 + WTERMSIG(first_failure->status)
-                                              : WEXITSTATUS(first_failure->status);
+    o.failure = Describe(*first_failure) + "; stopped the other " + std::to_string(others) + " local rank(s)";
+    o.code = WIFSIGNALED(first_failure->status) ? 128 + WTERMSIG(first_failure->status)
+                                                : WEXITSTATUS(first_failure->status);
   }
-  if (stop_signal != 0) {
-    std::fprintf(stderr, "zpp run: interrupted by signal %d; stopped all ranks\n", stop_signal);
-    return 128 + stop_signal;
-  }
-  return 0;
+  return o;
 }
+
+}  // namespace

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "models/gpt.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/run_checks.h"
+#include "absl/strings/str_cat.h"
 #include "tools/train_config.h"
 #include "zeropp/checkpoint/checkpoint.h"
 #include "zeropp/zeropp.h"
@@ -140,7 +142,15 @@ int Main(int argc, char** argv) {
   // Benchmark window: the steps after --bench-warmup, timed between barriers.
   auto tb = t0;
   int64_t lo0 = 0, counted = 0, wait_us = 0, busy_us = 0;
+  // Fault injection for the restart test: ZEROPP_TEST_KILL="RANK:STEP" kills that rank (SIGKILL)
+  // before that step, on the first start only.
+  const char* kill_spec = std::getenv("ZEROPP_TEST_KILL");
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool first_start = restart == nullptr || std::string(restart) == "0";
   for (int64_t step = start; step < cfg.steps; ++step) {
+    if (kill_spec && first_start && std::string(kill_spec) == absl::StrCat(env.rank, ":", step)) {
+      std::raise(SIGKILL);
+    }
     if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
       groups->world().Barrier()->Wait();
       lo0 = cli::LoopbackTxBytes();
