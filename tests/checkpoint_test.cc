@@ -9,6 +9,7 @@
 
 #include "tests/engine_harness.h"
 #include "xxhash.h"
+#include "tools/gpt2_safetensors.h"
 #include "zeropp/checkpoint/safetensors.h"
 
 namespace zeropp {
@@ -245,6 +246,68 @@ TEST(CheckpointTest, ShardsAreSafetensorsWithDcpShardingInfo) {
   }
   EXPECT_GE(files, 2);  // both ranks wrote
   EXPECT_GT(chunks, 0);
+}
+
+// Export: one consolidated file with GPT-2's names (Conv1D weights transposed) holding exactly the
+// trained values; import: that file (as transformers or Python safetensors would write it) loads
+// into a freshly built model, value for value.
+TEST(CheckpointTest, ExportToGpt2NamesAndImportBack) {
+  const std::string base = TestDir("export");
+  std::vector<std::pair<std::string, at::Tensor>> trained;
+  {
+    const int n = 2;
+    const ParallelConfig cfg{1, 2, 1, DpMode::kDp};
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
+    testing::RunRanks(n, [&](int rank, const auto& store) {
+      TrainerOptions o;
+      o.engine = testing::BaseOptions();
+      Trainer t(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, cfg, {}), o);
+      std::vector<at::Tensor> xs(1), ys(1);
+      Batch(0, 0, t.dp_rank(), t.dp_size(), &xs[0], &ys[0]);
+      t.Step(xs, ys, [](const at::Tensor& out, const at::Tensor& y) { return testing::Loss(testing::ModelKind::kGpt, out, y); });
+      t.Save(base);
+      auto p = t.FullParameters();
+      if (rank == 0) trained = p;
+    });
+  }
+  const std::string out = base + "/gpt2.safetensors";
+  const int n = tools::ExportGpt2(base, out);
+  EXPECT_EQ(n, static_cast<int>(trained.size()));  // every unique parameter; the tied head is wte
+  const checkpoint::SafetensorsFile f = checkpoint::ReadSafetensorsHeader(out);
+  for (const auto& [name, value] : trained) {
+    const tools::Gpt2Name g = tools::ToGpt2Name(name);
+    const int i = f.Find(g.name);
+    ASSERT_GE(i, 0) << g.name;
+    at::Tensor t = at::empty(f.tensors[i].shape, at::TensorOptions().dtype(at::kFloat));
+    f.ReadElements(i, 0, t.numel(), t.data_ptr());
+    EXPECT_TRUE(at::equal(g.transpose ? t.t() : t, value)) << name << " -> " << g.name;
+  }
+  EXPECT_GE(f.Find("h.1.attn.c_attn.weight"), 0);
+  EXPECT_EQ(f.Find("head.weight"), -1);
+  // Import into a fresh model (different values before: the seed differs).
+  torch::manual_seed(7);
+  models::GptConfig c;
+  c.vocab = 29;
+  c.context = 6;
+  c.width = 12;
+  c.depth = 2;
+  c.heads = 2;
+  torch::nn::Sequential fresh = models::MakeGpt(c);
+  EXPECT_EQ(tools::ImportGpt2(out, fresh), n);
+  std::map<std::string, at::Tensor> now;
+  for (auto& kv : fresh->named_parameters()) now[kv.key()] = kv.value();
+  for (const auto& [name, value] : trained) EXPECT_TRUE(at::equal(now[name], value)) << name;
+  EXPECT_TRUE(at::equal(now["head.weight"], now["embed.wte.weight"]));  // still tied
+  // A file of another model size is refused, naming the tensor and both shapes.
+  c.width = 16;
+  torch::nn::Sequential wider = models::MakeGpt(c);
+  try {
+    tools::ImportGpt2(out, wider);
+    FAIL() << "a file of another width was imported";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape ["), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

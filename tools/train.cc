@@ -27,6 +27,7 @@
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/run_checks.h"
 #include "absl/strings/str_cat.h"
+#include "tools/gpt2_safetensors.h"
 #include "tools/train_config.h"
 #include "zeropp/checkpoint/checkpoint.h"
 #include "zeropp/zeropp.h"
@@ -84,6 +85,10 @@ int Main(int argc, char** argv) {
   if (cfg.eval_every > 0) std::tie(corpus, held_out) = corpus.SplitTail(0.05);
   torch::manual_seed(cfg.seed);
   auto model = models::MakeGpt(cfg.gpt);
+  if (!cfg.init_from.empty()) {
+    const int n = tools::ImportGpt2(cfg.init_from, model);
+    if (lead) std::printf("INIT from %s: %d tensors\n", cfg.init_from.c_str(), n);
+  }
   // One runtime for every layout: pp = 1 runs the zero3 schedule, pp > 1 a pipeline schedule.
   auto trainer = Trainer::Create(model.ptr(), env, cfg.trainer);
   ProcessGroups* groups = &trainer->groups();

@@ -36,6 +36,7 @@ struct TrainConfig {
   int64_t save_every = 0;      // > 0: save every N steps and after the last
   int keep = 0;                // > 0: keep only the newest N checkpoints
   std::string resume;          // "auto": save_dir's latest if there is one; else a checkpoint path
+  std::string init_from;       // a GPT-2 safetensors file (Hugging Face names) to start from
 
   // Parses argv (without the program name). Throws std::invalid_argument naming the field.
   static TrainConfig Parse(const std::vector<std::string>& args);

@@ -333,115 +333,160 @@ std::string Resolve(const std::string& path) {
   return (fs::path(path) / name).string();
 }
 
-int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, const std::string& layout) {
-  const std::string dir = Resolve(path);
-  auto fail = [&](const std::string& what) {
-    throw std::runtime_error(absl::StrCat("checkpoint ", dir.empty() ? path : dir, ": ", what));
-  };
-  if (dir.empty()) {
-    bool shards = false;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(path, ec)) shards = shards || e.path().extension() == ".safetensors";
-    fail(shards ? "manifest.json: missing (an unfinished save?)" : "no checkpoint (neither manifest.json nor latest)");
-  }
-  // Every rank reads and checks everything it will use; the checks are deterministic, so every
-  // rank refuses a bad checkpoint with the same message before any byte is used.
+struct Reader::Impl {
+  std::string dir;
   Json manifest;
-  {
-    std::ifstream in(fs::path(dir) / kManifest);
-    if (!in) fail("manifest.json: missing (an unfinished save?)");
-    try {
-      manifest = Json::parse(in);
-    } catch (const std::exception& e) {
-      fail(absl::StrCat("manifest.json: not valid JSON: ", e.what()));
-    }
-  }
-  if (!manifest.is_object() || manifest.value("format", "") != kFormat || manifest.value("version", 0) != kVersion) {
-    fail(absl::StrCat("manifest.json: expected format ", kFormat, " version ", kVersion));
-  }
-  const std::string fp = manifest["model"].value("fingerprint", "");
-  if (fp != engine.ModelFingerprint()) {
-    fail(absl::StrCat("saved from a different model (fingerprint ", fp, ", this model ", engine.ModelFingerprint(),
-                      ": parameter names, shapes, dtypes or frozen flags differ)"));
-  }
+  int64_t step = 0;
+  std::string layout, fingerprint;
+  std::map<std::string, std::vector<int64_t>> shapes;
   std::vector<SafetensorsFile> files;
-  for (const auto& f : manifest["files"]) {
-    const std::string name = f.value("path", "");
-    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-      fail(absl::StrCat("manifest.json: names '", name, "' outside the checkpoint directory"));
-    }
-    const std::string p = (fs::path(dir) / name).string();
-    std::error_code ec;
-    const auto size = fs::file_size(p, ec);
-    if (ec) fail(name + ": missing");
-    if (static_cast<int64_t>(size) != f.value("bytes", int64_t{-1})) {
-      fail(absl::StrCat(name, ": ", size, " bytes, the manifest says ", f.value("bytes", int64_t{-1}),
-                        " (truncated or replaced)"));
-    }
-    const std::string sum = FileXxh64(p);
-    if (sum != f.value("xxh64", "")) {
-      fail(absl::StrCat(name, ": xxh64 ", sum, ", the manifest says ", f.value("xxh64", ""), " (corrupted)"));
-    }
-    try {
-      files.push_back(ReadSafetensorsHeader(p));
-    } catch (const std::exception& e) {
-      fail(std::string(e.what()).substr(dir.size() + 1));
-    }
-  }
-  // Chunk index: name -> (file, tensor, box).
   struct Chunk {
     int file, tensor;
     Box box;
   };
   std::map<std::string, std::vector<Chunk>> index;
-  for (size_t fi = 0; fi < files.size(); ++fi) {
-    const SafetensorsFile& f = files[fi];
+  [[noreturn]] void Fail(const std::string& what) const { throw std::runtime_error(absl::StrCat("checkpoint ", dir, ": ", what)); }
+};
+
+Reader::Reader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  Impl& im = *impl_;
+  im.dir = Resolve(path);
+  if (im.dir.empty()) {
+    im.dir = path;
+    bool shards = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(path, ec)) shards = shards || e.path().extension() == ".safetensors";
+    im.Fail(shards ? "manifest.json: missing (an unfinished save?)" : "no checkpoint (neither manifest.json nor latest)");
+  }
+  {
+    std::ifstream in(fs::path(im.dir) / kManifest);
+    if (!in) im.Fail("manifest.json: missing (an unfinished save?)");
+    try {
+      im.manifest = Json::parse(in);
+    } catch (const std::exception& e) {
+      im.Fail(absl::StrCat("manifest.json: not valid JSON: ", e.what()));
+    }
+  }
+  const Json& m = im.manifest;
+  if (!m.is_object() || m.value("format", "") != kFormat || m.value("version", 0) != kVersion) {
+    im.Fail(absl::StrCat("manifest.json: expected format ", kFormat, " version ", kVersion));
+  }
+  try {
+    im.step = m.at("step").get<int64_t>();
+    im.layout = m.value("layout", "");
+    im.fingerprint = m.at("model").value("fingerprint", "");
+    for (auto it = m.at("tensors").begin(); it != m.at("tensors").end(); ++it) {
+      im.shapes[it.key()] = it.value().get<std::vector<int64_t>>();
+    }
+  } catch (const std::exception& e) {
+    im.Fail(absl::StrCat("manifest.json: missing or malformed step, model or tensors: ", e.what()));
+  }
+  for (const auto& f : m["files"]) {
+    const std::string name = f.value("path", "");
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+      im.Fail(absl::StrCat("manifest.json: names '", name, "' outside the checkpoint directory"));
+    }
+    const std::string p = (fs::path(im.dir) / name).string();
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    if (ec) im.Fail(name + ": missing");
+    if (static_cast<int64_t>(size) != f.value("bytes", int64_t{-1})) {
+      im.Fail(absl::StrCat(name, ": ", size, " bytes, the manifest says ", f.value("bytes", int64_t{-1}),
+                           " (truncated or replaced)"));
+    }
+    const std::string sum = FileXxh64(p);
+    if (sum != f.value("xxh64", "")) {
+      im.Fail(absl::StrCat(name, ": xxh64 ", sum, ", the manifest says ", f.value("xxh64", ""), " (corrupted)"));
+    }
+    try {
+      im.files.push_back(ReadSafetensorsHeader(p));
+    } catch (const std::exception& e) {
+      im.Fail(std::string(e.what()).substr(im.dir.size() + 1));
+    }
+  }
+  for (size_t fi = 0; fi < im.files.size(); ++fi) {
+    const SafetensorsFile& f = im.files[fi];
+    const std::string fname = fs::path(f.path).filename().string();
     Json info = Json::object();
     auto it = f.metadata.find("DCP_SHARDING_INFO");
     if (it != f.metadata.end()) info = Json::parse(it->second, nullptr, /*allow_exceptions=*/false);
     for (size_t ti = 0; ti < f.tensors.size(); ++ti) {
       const SafetensorsEntry& e = f.tensors[ti];
-      if (e.dtype != "F32") fail(absl::StrCat(fs::path(f.path).filename().string(), ": tensor ", e.name, " is ", e.dtype, ", expected F32"));
+      if (e.dtype != "F32") im.Fail(absl::StrCat(fname, ": tensor ", e.name, " is ", e.dtype, ", expected F32"));
       Box box;
       box.sizes = e.shape;
       if (info.is_object() && info.contains(e.name)) {
-        box.offsets = info[e.name]["saved_offsets"].get<std::vector<int64_t>>();
+        try {
+          box.offsets = info[e.name]["saved_offsets"].get<std::vector<int64_t>>();
+        } catch (const std::exception&) {
+          im.Fail(absl::StrCat(fname, ": DCP_SHARDING_INFO of ", e.name, " has no saved_offsets list"));
+        }
       } else {
         box.offsets.assign(e.shape.size(), 0);
       }
       if (box.offsets.size() != box.sizes.size()) {
-        fail(absl::StrCat(fs::path(f.path).filename().string(), ": tensor ", e.name, " has ", box.offsets.size(),
-                          " saved offsets for ", box.sizes.size(), " dimensions"));
+        im.Fail(absl::StrCat(fname, ": tensor ", e.name, " has ", box.offsets.size(), " saved offsets for ",
+                             box.sizes.size(), " dimensions"));
       }
-      index[e.name].push_back({static_cast<int>(fi), static_cast<int>(ti), box});
+      im.index[e.name].push_back({static_cast<int>(fi), static_cast<int>(ti), box});
     }
   }
-  // Fill [a, b) of tensor `name` (flat, shape) into dst from the chunks that overlap it.
-  auto fill = [&](const std::string& name, const std::vector<int64_t>& shape, int64_t a, int64_t b, float* dst) {
-    auto it = index.find(name);
-    if (it == index.end()) fail(absl::StrCat("no saved chunk of ", name));
-    int64_t covered = 0;
-    for (const Chunk& c : it->second) {
-      for (size_t d = 0; d < shape.size(); ++d) {
-        if (c.box.offsets[d] < 0 || c.box.offsets[d] + c.box.sizes[d] > shape[d]) {
-          fail(absl::StrCat(fs::path(files[c.file].path).filename().string(), ": chunk of ", name,
-                            " lies outside the tensor's shape (offsets out of range)"));
-        }
+}
+
+Reader::~Reader() = default;
+const std::string& Reader::dir() const { return impl_->dir; }
+int64_t Reader::step() const { return impl_->step; }
+const std::string& Reader::layout() const { return impl_->layout; }
+const std::string& Reader::model_fingerprint() const { return impl_->fingerprint; }
+const std::map<std::string, std::vector<int64_t>>& Reader::model_shapes() const { return impl_->shapes; }
+bool Reader::Has(const std::string& key) const { return impl_->index.count(key) > 0; }
+
+std::vector<std::string> Reader::Keys() const {
+  std::vector<std::string> keys;
+  for (const auto& kv : impl_->index) keys.push_back(kv.first);
+  return keys;
+}
+
+void Reader::Read(const std::string& key, const std::vector<int64_t>& shape, int64_t a, int64_t b, float* dst) const {
+  const Impl& im = *impl_;
+  auto it = im.index.find(key);
+  if (it == im.index.end()) im.Fail(absl::StrCat("no saved chunk of ", key));
+  int64_t covered = 0;
+  for (const Impl::Chunk& c : it->second) {
+    const std::string fname = fs::path(im.files[c.file].path).filename().string();
+    if (c.box.offsets.size() != shape.size()) {
+      im.Fail(absl::StrCat(fname, ": chunk of ", key, " has ", c.box.offsets.size(), " dimensions, the tensor ",
+                           shape.size()));
+    }
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (c.box.offsets[d] < 0 || c.box.offsets[d] + c.box.sizes[d] > shape[d]) {
+        im.Fail(absl::StrCat(fname, ": chunk of ", key, " lies outside the tensor's shape (offsets out of range)"));
       }
-      ForEachRun(shape, c.box, [&](int64_t flat, int64_t in_box, int64_t len) {
-        const int64_t lo = std::max(flat, a), hi = std::min(flat + len, b);
-        if (lo >= hi) return;
-        files[c.file].ReadElements(c.tensor, in_box + (lo - flat), hi - lo, dst + (lo - a));
-        covered += hi - lo;
-      });
     }
-    if (covered != b - a) {
-      fail(absl::StrCat("elements [", a, ", ", b, ") of ", name, ": the saved chunks cover ", covered, " of ", b - a,
-                        " (missing or overlapping chunks)"));
-    }
-  };
+    ForEachRun(shape, c.box, [&](int64_t flat, int64_t in_box, int64_t len) {
+      const int64_t lo = std::max(flat, a), hi = std::min(flat + len, b);
+      if (lo >= hi) return;
+      im.files[c.file].ReadElements(c.tensor, in_box + (lo - flat), hi - lo, dst + (lo - a));
+      covered += hi - lo;
+    });
+  }
+  if (covered != b - a) {
+    im.Fail(absl::StrCat("elements [", a, ", ", b, ") of ", key, ": the saved chunks cover ", covered, " of ", b - a,
+                         " (missing or overlapping chunks)"));
+  }
+}
+
+int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, const std::string& layout) {
+  // Every rank verifies everything it will use; the checks are deterministic, so every rank
+  // refuses a bad checkpoint with the same message before any byte is used.
+  const Reader reader(path);
+  if (reader.model_fingerprint() != engine.ModelFingerprint()) {
+    throw std::runtime_error(absl::StrCat("checkpoint ", reader.dir(), ": saved from a different model (fingerprint ",
+                                          reader.model_fingerprint(), ", this model ", engine.ModelFingerprint(),
+                                          ": parameter names, shapes, dtypes or frozen flags differ)"));
+  }
   // This rank's own copies of cross-stage tied tensors, when the checkpoint has the same layout.
-  const bool same_layout = manifest.value("layout", "") == layout;
+  const bool same_layout = reader.layout() == layout;
   const int pp_index = groups.config().CoordOf(groups.rank()).pp_index;
   engine.VisitState(true, [&](const FlatParam& f, int64_t own_begin, int64_t own_end, const at::Tensor& master,
                               const at::Tensor& moments) {
@@ -450,22 +495,21 @@ int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, con
     float* sq = avg + (own_end - own_begin);
     for (const FlatEntry& e : f.entries()) {
       const std::string copy = CopyKey(pp_index, e.name);
-      const std::string key = e.norm_excluded && same_layout && index.count(copy) ? copy : e.name;
+      const std::string key = e.norm_excluded && same_layout && reader.Has(copy) ? copy : e.name;
       const int64_t sb = f.shard_begin(), se = sb + f.shard_numel();
       int64_t a = std::max(sb, e.offset), b = std::min(se, e.offset + e.numel);
-      if (a < b) fill(key, e.shape, a - e.offset, b - e.offset, m + (a - sb));
+      if (a < b) reader.Read(key, e.shape, a - e.offset, b - e.offset, m + (a - sb));
       a = std::max(own_begin, e.offset);
       b = std::min(own_end, e.offset + e.numel);
       if (a < b) {
-        fill("optim.exp_avg." + key, e.shape, a - e.offset, b - e.offset, avg + (a - own_begin));
-        fill("optim.exp_avg_sq." + key, e.shape, a - e.offset, b - e.offset, sq + (a - own_begin));
+        reader.Read("optim.exp_avg." + key, e.shape, a - e.offset, b - e.offset, avg + (a - own_begin));
+        reader.Read("optim.exp_avg_sq." + key, e.shape, a - e.offset, b - e.offset, sq + (a - own_begin));
       }
     }
   });
-  const int64_t step = manifest.value("step", int64_t{0});
-  engine.set_optimizer_step(step);
+  engine.set_optimizer_step(reader.step());
   groups.world().Barrier()->Wait();
-  return step;
+  return reader.step();
 }
 
 }  // namespace checkpoint

@@ -24,7 +24,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "zeropp/engine.h"
 #include "zeropp/process_groups.h"
@@ -54,6 +57,30 @@ std::string Resolve(const std::string& path);
 // `layout` describes this run's layout as Save's did: when it equals the saved one, each pipeline
 // rank's copy of a tensor tied across stages is restored as saved (an exact resume).
 int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, const std::string& layout);
+
+// Read access to a checkpoint, after verifying it: every file's size and xxh64 against the
+// manifest and every safetensors header (throws std::runtime_error "checkpoint DIR: FILE: problem"
+// before any byte is used). Reads only the byte ranges asked for. Not collective.
+class Reader {
+ public:
+  explicit Reader(const std::string& path);  // a step directory or a save directory's latest
+  ~Reader();
+  const std::string& dir() const;
+  int64_t step() const;
+  const std::string& layout() const;
+  const std::string& model_fingerprint() const;
+  // Global shapes of the model's parameters by every registered name (from the manifest).
+  const std::map<std::string, std::vector<int64_t>>& model_shapes() const;
+  bool Has(const std::string& key) const;
+  std::vector<std::string> Keys() const;  // every saved tensor key, sorted
+  // Elements [a, b) of saved tensor `key` (flattened, global `shape`) into dst (fp32). Throws when
+  // the saved chunks do not cover the range exactly once.
+  void Read(const std::string& key, const std::vector<int64_t>& shape, int64_t a, int64_t b, float* dst) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace checkpoint
 }  // namespace zeropp
