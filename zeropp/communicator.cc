@@ -1,5 +1,7 @@
 #include "zeropp/communicator.h"
 
+#include "zeropp/flight_recorder.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -104,9 +106,11 @@ Communicator::Communicator(std::string name, int global_rank, std::vector<int> g
   store_->set(ProgressKey(rank_), std::vector<uint8_t>{'0'});
   worker_ = std::thread([this] { WorkerLoop(); });
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  FlightRecorder::Register(this);
 }
 
 Communicator::~Communicator() {
+  FlightRecorder::Unregister(this);
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     stopping_ = true;
@@ -173,6 +177,7 @@ std::string Communicator::DescribeMissing(uint64_t seq, const std::vector<int>& 
 
 void Communicator::Fail(const OpRecord& r, const std::string& what,
                         const std::vector<int>& suspects) const {
+  FlightRecorder::Dump(absl::StrCat(Describe(r), ": ", what));
   throw CommError(absl::StrCat(Describe(r), ": ", what, "; ", DescribeMissing(r.seq, suspects),
                                "; recent ops: ", Timeline()));
 }

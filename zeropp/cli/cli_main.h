@@ -6,7 +6,8 @@
 // The line is "error: [rank R] <message>", the rank named once: under zpp's launcher, which
 // already puts "[rank R]" before every line of a rank, the message's own prefix is dropped. An
 // ATen/c10 error prints its message without the C++ backtrace; the whole report, backtrace
-// included, goes to $ZEROPP_LOG_DIR (or /tmp)/zeropp-error.rank<R>.log, named in the line.
+// included, goes to $ZEROPP_LOG_DIR (or /tmp)/zeropp-error.rank<R>.log, named in the line. A
+// communication error also dumps the flight recorder (flight_recorder.h), as does SIGTERM.
 #pragma once
 
 #include <cstdio>
@@ -16,6 +17,9 @@
 #include <string>
 
 #include <c10/util/Exception.h>
+
+#include "zeropp/comm_work.h"
+#include "zeropp/flight_recorder.h"
 
 namespace zeropp {
 namespace cli {
@@ -36,8 +40,14 @@ inline int RunMain(int argc, char** argv, int (*body)(int, char**)) {
     std::fprintf(stderr, "error: %s%s\n", launched ? "" : tag.c_str(), msg.c_str());
     return 1;
   };
+  FlightRecorder::DumpOnTermination();
   try {
     return body(argc, argv);
+  } catch (const CommError& e) {
+    // What every group was doing, for ./zpp diagnose (the other ranks dump when stopped).
+    std::string dump = FlightRecorder::Dump(e.what());
+    if (dump.empty()) dump = FlightRecorder::LastDump();
+    return report(std::string(e.what()) + (dump.empty() ? "" : " (flight record in " + dump + ")"), "");
   } catch (const c10::Error& e) {
     std::string first = e.what_without_backtrace();
     const auto nl = first.find('\n');
