@@ -47,7 +47,7 @@ void Batch(int64_t step, int mb, int dp_rank, int dp_size, at::Tensor* x, at::Te
 // Trains steps [from, to) on `layout`, loading `load` first (if any) and saving to `save` after
 // step `save_at` (if any). Returns rank 0's losses.
 std::vector<double> Train(const Layout& l, int from, int to, const std::string& load, const std::string& save,
-                          int save_at) {
+                          int save_at, bool async = false) {
   const int n = l.cfg.WorldSize();
   std::vector<torch::nn::Sequential> models;
   for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
@@ -75,8 +75,15 @@ std::vector<double> Train(const Layout& l, int from, int to, const std::string& 
           t.Step(xs, ys, [](const at::Tensor& o, const at::Tensor& y) { return testing::Loss(testing::ModelKind::kGpt, o, y); })
               .loss;
       if (rank == 0) losses.push_back(loss);
-      if (s + 1 == save_at) t.Save(save, /*keep=*/2);
+      if (s + 1 == save_at) {
+        if (async) {
+          t.SaveAsync(save, /*keep=*/2);  // the next steps change the state while the files are written
+        } else {
+          t.Save(save, /*keep=*/2);
+        }
+      }
     }
+    t.WaitForSave();
     t.groups().world().Barrier()->Wait();
   });
   return losses;
@@ -105,6 +112,17 @@ TEST(CheckpointTest, SavedUnderZeroPPLoadsIntoEveryLayout) {
     std::printf("%s: steps 5..7 losses %.6f %.6f %.6f (uninterrupted %.6f %.6f %.6f)\n", l.name.c_str(), got[0], got[1],
                 got[2], full[5], full[6], full[7]);
   }
+}
+
+// An asynchronous save holds the state of its step although training went on while it was
+// written: loading it continues exactly like the uninterrupted run.
+TEST(CheckpointTest, AsynchronousSaveHoldsTheStateOfItsStep) {
+  const std::string dir = TestDir("async");
+  const Layout zero3{"zero3_2", {1, 2, 1, DpMode::kDp}};
+  const std::vector<double> full = Train(zero3, 0, 8, "", dir, 5, /*async=*/true);
+  ASSERT_TRUE(fs::exists(dir + "/step-000005/manifest.json"));
+  const std::vector<double> resumed = Train(zero3, 5, 8, dir, "", 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(resumed[i], full[5 + i]) << "step " << 5 + i;
 }
 
 // Loads `dir` on one rank into the GPT (or the MLP) and returns the error ("" = loaded).

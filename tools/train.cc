@@ -197,10 +197,15 @@ int Main(int argc, char** argv) {
     t_step = std::chrono::steady_clock::now();
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps)) evaluate(step + 1);
     if (cfg.save_every > 0 && ((step + 1) % cfg.save_every == 0 || step + 1 == cfg.steps)) {
-      const auto s0 = std::chrono::steady_clock::now();
-      const std::string saved = trainer->Save(cfg.save_dir, cfg.keep);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
-      if (lead) std::printf("SAVE step=%lld path=%s stall_ms=%.0f\n", (long long)(step + 1), saved.c_str(), ms);
+      if (cfg.async_save) {
+        const double ms = trainer->SaveAsync(cfg.save_dir, cfg.keep);
+        if (lead) std::printf("SAVE step=%lld async stall_ms=%.1f\n", (long long)(step + 1), ms);
+      } else {
+        const auto s0 = std::chrono::steady_clock::now();
+        const std::string saved = trainer->Save(cfg.save_dir, cfg.keep);
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+        if (lead) std::printf("SAVE step=%lld path=%s stall_ms=%.0f\n", (long long)(step + 1), saved.c_str(), ms);
+      }
     }
     if (metrics.is_open()) {
       metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
@@ -209,6 +214,8 @@ int Main(int argc, char** argv) {
       metrics.flush();
     }
   }
+  const std::string last_save = trainer->WaitForSave();
+  if (lead && !last_save.empty()) std::printf("SAVE committed %s\n", last_save.c_str());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!cfg.trace.empty()) {
     std::ofstream(cfg.trace + ".rank" + std::to_string(env.rank) + ".json") << trainer->TraceJson();

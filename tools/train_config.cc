@@ -147,6 +147,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"save-dir", {false, [&](const std::string& v) { c.save_dir = path("save-dir", v); }}},
       {"save-every", {false, [&](const std::string& v) { c.save_every = i64("save-every", v, 1); }}},
       {"keep", {false, [&](const std::string& v) { c.keep = i32("keep", v, 1); }}},
+      {"async-save", {true, [&](const std::string& v) { c.async_save = boolean("async-save", v); }}},
       {"init-from", {false, [&](const std::string& v) { c.init_from = path("init-from", v); }}},
       {"resume", {false, [&](const std::string& v) { c.resume = path("resume", v); }}},
       {"warmup-steps", {false, [&](const std::string& v) { c.trainer.lr.warmup_steps = i64("warmup-steps", v, 0); }}},

@@ -35,6 +35,7 @@ struct TrainConfig {
   std::string save_dir;        // checkpoints go to save_dir/step-N (with --save-every)
   int64_t save_every = 0;      // > 0: save every N steps and after the last
   int keep = 0;                // > 0: keep only the newest N checkpoints
+  bool async_save = false;     // write checkpoints in the background while training goes on
   std::string resume;          // "auto": save_dir's latest if there is one; else a checkpoint path
   std::string init_from;       // a GPT-2 safetensors file (Hugging Face names) to start from
 

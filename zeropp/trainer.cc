@@ -1,6 +1,8 @@
 // trainer.cc: the Trainer (zeropp.h). Plans units and stages, generates and validates the
 // layout's schedule, then builds the engine and the one executor that runs it.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 
 #include <torch/nn/module.h>
@@ -136,7 +138,6 @@ void Trainer::Build() {
                                                     std::move(plan.stage_of_unit), eo);
 }
 
-Trainer::~Trainer() = default;
 
 bool Trainer::needs_inputs() const { return groups_->config().CoordOf(groups_->rank()).pp_index == 0; }
 bool Trainer::needs_targets() const {
@@ -183,6 +184,34 @@ std::string Trainer::LayoutDescription() const {
 
 std::string Trainer::Save(const std::string& dir, int keep) {
   return checkpoint::Save(*engine_, *groups_, dir, steps_, LayoutDescription(), keep).path;
+}
+
+struct Trainer::AsyncSave {
+  checkpoint::PendingSave save;
+  std::thread writer;
+};
+
+double Trainer::SaveAsync(const std::string& dir, int keep) {
+  WaitForSave();  // the next save waits for the previous one
+  const auto t0 = std::chrono::steady_clock::now();
+  auto a = std::make_unique<AsyncSave>();
+  a->save = checkpoint::PendingSave::Begin(*engine_, *groups_, dir, steps_, LayoutDescription(), keep);
+  checkpoint::PendingSave* p = &a->save;
+  a->writer = std::thread([p] { p->Write(); });
+  async_save_ = std::move(a);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string Trainer::WaitForSave() {
+  if (!async_save_) return "";
+  std::unique_ptr<AsyncSave> a = std::move(async_save_);
+  a->writer.join();
+  return a->save.Commit(*groups_).path;
+}
+
+Trainer::~Trainer() {
+  // An uncommitted asynchronous save stays invisible (committing needs every rank).
+  if (async_save_ && async_save_->writer.joinable()) async_save_->writer.join();
 }
 
 int64_t Trainer::Load(const std::string& path) {

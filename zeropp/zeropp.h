@@ -76,6 +76,13 @@ class Trainer {
   // checkpoint.h: sharded safetensors in PyTorch DCP's layout, a verified manifest, atomic commit,
   // `latest`); keep > 0 keeps only the newest `keep`. Returns the step directory. Collective.
   std::string Save(const std::string& dir, int keep = 0);
+  // The same, asynchronous: returns once this rank's state is copied (the stall; returned in ms);
+  // the files are written by a background thread while training goes on, and the save becomes
+  // visible (manifest, `latest`) at the next SaveAsync or WaitForSave. Collective.
+  double SaveAsync(const std::string& dir, int keep = 0);
+  // Finishes a pending asynchronous save; returns its step directory ("" if none). Collective.
+  // Call it before the end of training: a save not committed is not a checkpoint.
+  std::string WaitForSave();
   // Loads a checkpoint saved under any layout (a step directory, or a save directory's latest);
   // the next Step continues at its step (learning rate, AdamW step and data position follow
   // steps_done()). Returns that step. Throws std::runtime_error naming the bad file. Collective.
@@ -105,6 +112,8 @@ class Trainer {
   TrainerOptions options_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<scheduler::Executor> executor_;
+  struct AsyncSave;
+  std::unique_ptr<AsyncSave> async_save_;
   int dp_rank_ = 0, dp_size_ = 1;
   int64_t steps_ = 0;
 };

@@ -192,45 +192,70 @@ void ForEachRun(const std::vector<int64_t>& shape, const Box& box, F fn) {
 
 }  // namespace
 
-SaveResult Save(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step, const std::string& layout,
-                int keep) {
-  const auto t0 = std::chrono::steady_clock::now();
+struct PendingSave::State {
+  std::string dir, tmp_dir, final_dir, layout, fingerprint;
+  int64_t step = 0;
+  int keep = 0, rank = 0;
+  std::chrono::steady_clock::time_point t0;
+  // This rank's chunks (a snapshot), grouped into files by box index (one chunk per name a file).
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> files;
+  std::vector<Json> sharding;
+  Json shapes = Json::object();
+  Json written = Json::array();
+  int64_t bytes = 0;
+  std::string error;
+  bool wrote = false;
+};
+
+PendingSave::PendingSave() = default;
+PendingSave::PendingSave(PendingSave&&) noexcept = default;
+PendingSave& PendingSave::operator=(PendingSave&&) noexcept = default;
+PendingSave::~PendingSave() = default;
+
+PendingSave PendingSave::Begin(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step,
+                               const std::string& layout, int keep) {
+  PendingSave p;
+  p.s_ = std::make_unique<State>();
+  State& st = *p.s_;
+  st.t0 = std::chrono::steady_clock::now();
+  st.dir = dir;
+  st.step = step;
+  st.layout = layout;
+  st.keep = keep;
+  st.rank = groups.rank();
+  st.fingerprint = engine.ModelFingerprint();
   Communicator& world = groups.world();
-  const int rank = groups.rank();
   const ParallelConfig& cfg = groups.config();
   const bool zero1 = cfg.dp_mode == DpMode::kZero1 && cfg.dp > 1;
-  const bool writer = zero1 || cfg.CoordOf(rank).dp_index == 0;  // dp replicas hold identical state
-  const int pp_index = cfg.CoordOf(rank).pp_index;
-  const std::string final_dir = (fs::path(dir) / StepName(step)).string();
-  const std::string tmp_dir = (fs::path(dir) / (".tmp-" + StepName(step))).string();
+  const bool writer = zero1 || cfg.CoordOf(st.rank).dp_index == 0;  // dp replicas hold identical state
+  const int pp_index = cfg.CoordOf(st.rank).pp_index;
+  st.final_dir = (fs::path(dir) / StepName(step)).string();
+  st.tmp_dir = (fs::path(dir) / (".tmp-" + StepName(step))).string();
   std::string error;
-  if (rank == 0) {
+  if (st.rank == 0) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    fs::remove_all(tmp_dir, ec);
-    fs::create_directories(tmp_dir, ec);
-    if (ec) error = absl::StrCat(tmp_dir, ": cannot create: ", ec.message());
+    fs::remove_all(st.tmp_dir, ec);
+    fs::create_directories(st.tmp_dir, ec);
+    if (ec) error = absl::StrCat(st.tmp_dir, ": cannot create: ", ec.message());
   }
   if (MaxOverRanks(world, error.empty() ? 0 : 1) > 0) {
     throw std::runtime_error(absl::StrCat("checkpoint save ", dir, ": ",
                                           error.empty() ? "rank 0 could not create the directory" : error));
   }
-  // This rank's chunks, grouped into files by box index (a file holds one chunk per name).
-  std::vector<std::vector<std::pair<std::string, at::Tensor>>> files;
-  std::vector<Json> sharding;
-  Json shapes = Json::object();
   auto add = [&](const std::string& name, const std::vector<int64_t>& shape, const float* base, int64_t a, int64_t b) {
     std::vector<Box> boxes;
     FlatRangeToBoxes(shape, a, b, {}, &boxes);
     int64_t at = 0;
     for (size_t k = 0; k < boxes.size(); ++k) {
-      if (files.size() <= k) {
-        files.resize(k + 1);
-        sharding.resize(k + 1, Json::object());
+      if (st.files.size() <= k) {
+        st.files.resize(k + 1);
+        st.sharding.resize(k + 1, Json::object());
       }
+      // A copy: training may go on while the files are written.
       at::Tensor t = at::from_blob(const_cast<float*>(base) + at, boxes[k].sizes, at::kFloat).clone();
-      files[k].emplace_back(name, t);
-      sharding[k][name] = {{"saved_offsets", boxes[k].offsets}};
+      st.files[k].emplace_back(name, t);
+      st.sharding[k][name] = {{"saved_offsets", boxes[k].offsets}};
       at += boxes[k].numel();
     }
   };
@@ -253,71 +278,90 @@ SaveResult Save(Engine& engine, ProcessGroups& groups, const std::string& dir, i
       }
     });
   }
-  for (const auto& kv : engine.model().named_parameters(/*recurse=*/true)) {
-    shapes[kv.key()] = kv.value().sizes().vec();
-  }
-  Json mine = Json::array();
-  int64_t bytes = 0;
+  for (const auto& kv : engine.model().named_parameters(/*recurse=*/true)) st.shapes[kv.key()] = kv.value().sizes().vec();
+  return p;
+}
+
+void PendingSave::Write() {
+  State& st = *s_;
   try {
-    for (size_t k = 0; k < files.size(); ++k) {
-      const std::string name = absl::StrFormat("shard-%05d-%d.safetensors", rank, static_cast<int>(k));
-      const std::string path = (fs::path(tmp_dir) / name).string();
-      const int64_t n = WriteSafetensors(path, files[k],
-                                         {{"DCP_SHARDING_INFO", sharding[k].dump()}, {"DCP_VERSION", "1.0"}, {"format", "pt"}});
-      bytes += n;
-      mine.push_back({{"path", name}, {"bytes", n}, {"xxh64", FileXxh64(path)}});
-      CrashPointForTests(step, "shards", rank, 1);
+    for (size_t k = 0; k < st.files.size(); ++k) {
+      const std::string name = absl::StrFormat("shard-%05d-%d.safetensors", st.rank, static_cast<int>(k));
+      const std::string path = (fs::path(st.tmp_dir) / name).string();
+      const int64_t n = WriteSafetensors(path, st.files[k], {{"DCP_SHARDING_INFO", st.sharding[k].dump()},
+                                                             {"DCP_VERSION", "1.0"}, {"format", "pt"}});
+      st.bytes += n;
+      st.written.push_back({{"path", name}, {"bytes", n}, {"xxh64", FileXxh64(path)}});
+      st.files[k].clear();  // the snapshot's memory goes as soon as its file is on disk
+      CrashPointForTests(st.step, "shards", st.rank, 1);
     }
   } catch (const std::exception& e) {
-    error = e.what();
+    st.error = e.what();
   }
-  if (MaxOverRanks(world, error.empty() ? 0 : 1) > 0) {
-    throw std::runtime_error(absl::StrCat("checkpoint save ", dir, ": ",
-                                          error.empty() ? "another rank failed to write its shard" : error,
+  st.wrote = true;
+}
+
+SaveResult PendingSave::Commit(ProcessGroups& groups) {
+  State& st = *s_;
+  Communicator& world = groups.world();
+  if (!st.wrote) st.error = "Commit before Write";
+  if (MaxOverRanks(world, st.error.empty() ? 0 : 1) > 0) {
+    throw std::runtime_error(absl::StrCat("checkpoint save ", st.dir, ": ",
+                                          st.error.empty() ? "another rank failed to write its shard" : st.error,
                                           "; the previous checkpoint is intact"));
   }
-  const std::vector<std::string> all = AllGatherStrings(world, mine.dump());
-  if (rank == 0) {
+  const std::vector<std::string> all = AllGatherStrings(world, st.written.dump());
+  std::string error;
+  if (st.rank == 0) {
     try {
-      Json manifest = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"layout", layout},
-                       {"model", {{"fingerprint", engine.ModelFingerprint()}}}, {"tensors", shapes},
+      Json manifest = {{"format", kFormat}, {"version", kVersion}, {"step", st.step}, {"layout", st.layout},
+                       {"model", {{"fingerprint", st.fingerprint}}}, {"tensors", st.shapes},
                        {"files", Json::array()}};
       for (const std::string& s : all) {
         for (const auto& f : Json::parse(s)) manifest["files"].push_back(f);
       }
-      WriteFileAtomically((fs::path(tmp_dir) / kManifest).string(), manifest.dump(1),
-                          [&] { CrashPointForTests(step, "manifest", rank, 0); });
-      FsyncPath(tmp_dir);
+      WriteFileAtomically((fs::path(st.tmp_dir) / kManifest).string(), manifest.dump(1),
+                          [&] { CrashPointForTests(st.step, "manifest", st.rank, 0); });
+      FsyncPath(st.tmp_dir);
       std::error_code ec;
-      fs::remove_all(final_dir, ec);
-      fs::rename(tmp_dir, final_dir, ec);
-      if (ec) throw std::runtime_error(final_dir + ": rename failed: " + ec.message());
-      FsyncPath(dir);
-      CrashPointForTests(step, "rename", rank, 0);
-      WriteFileAtomically((fs::path(dir) / "latest").string(), StepName(step) + "\n");
-      FsyncPath(dir);
-      if (keep > 0) {
+      fs::remove_all(st.final_dir, ec);
+      fs::rename(st.tmp_dir, st.final_dir, ec);
+      if (ec) throw std::runtime_error(st.final_dir + ": rename failed: " + ec.message());
+      FsyncPath(st.dir);
+      CrashPointForTests(st.step, "rename", st.rank, 0);
+      WriteFileAtomically((fs::path(st.dir) / "latest").string(), StepName(st.step) + "\n");
+      FsyncPath(st.dir);
+      if (st.keep > 0) {
         std::vector<std::string> steps;
-        for (const auto& entry : fs::directory_iterator(dir)) {
+        for (const auto& entry : fs::directory_iterator(st.dir)) {
           const std::string n = entry.path().filename().string();
           if (n.rfind("step-", 0) == 0 && fs::exists(entry.path() / kManifest)) steps.push_back(n);
         }
         std::sort(steps.begin(), steps.end());
-        for (size_t i = 0; i + keep < steps.size(); ++i) fs::remove_all(fs::path(dir) / steps[i], ec);
+        for (size_t i = 0; i + st.keep < steps.size(); ++i) fs::remove_all(fs::path(st.dir) / steps[i], ec);
       }
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
   if (MaxOverRanks(world, error.empty() ? 0 : 1) > 0) {
-    throw std::runtime_error(absl::StrCat("checkpoint save ", dir, ": ",
+    throw std::runtime_error(absl::StrCat("checkpoint save ", st.dir, ": ",
                                           error.empty() ? "rank 0 failed to commit the manifest" : error));
   }
   SaveResult r;
-  r.path = final_dir;
-  r.bytes = bytes;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.path = st.final_dir;
+  r.bytes = st.bytes;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.t0).count();
   return r;
+}
+
+int64_t PendingSave::step() const { return s_->step; }
+
+SaveResult Save(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step, const std::string& layout,
+                int keep) {
+  PendingSave p = PendingSave::Begin(engine, groups, dir, step, layout, keep);
+  p.Write();
+  return p.Commit(groups);
 }
 
 std::string Resolve(const std::string& path) {

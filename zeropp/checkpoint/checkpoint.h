@@ -47,6 +47,29 @@ struct SaveResult {
 SaveResult Save(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step,
                 const std::string& layout, int keep);
 
+// The same save in three phases, so that the writing overlaps training (asynchronous saves):
+//   PendingSave p = PendingSave::Begin(...);  // collective: this rank's state copied (the stall)
+//   std::thread([&] { p.Write(); })           // its files written; no communication, any thread
+//   p.Commit(groups);                         // collective: checksums to rank 0, manifest, rename
+// Until Commit, the save is invisible: a crash leaves the previous checkpoint as `latest`.
+class PendingSave {
+ public:
+  PendingSave();
+  PendingSave(PendingSave&&) noexcept;
+  PendingSave& operator=(PendingSave&&) noexcept;
+  ~PendingSave();
+  static PendingSave Begin(Engine& engine, ProcessGroups& groups, const std::string& dir, int64_t step,
+                           const std::string& layout, int keep);
+  void Write();
+  SaveResult Commit(ProcessGroups& groups);
+  int64_t step() const;
+  bool empty() const { return s_ == nullptr; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 // A step directory, or a save directory with `latest` (resolved). "" when `path` is a save
 // directory without a checkpoint yet. Throws std::runtime_error for a bad `latest`.
 std::string Resolve(const std::string& path);
