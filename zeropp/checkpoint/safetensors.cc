@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "xxhash.h"
 
 namespace zeropp {
 namespace checkpoint {
@@ -97,7 +98,7 @@ void SafetensorsFile::ReadElements(int i, int64_t first, int64_t count, void* ds
 }
 
 int64_t WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, uint64_t* xxh64) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   int64_t offset = 0;
@@ -110,20 +111,31 @@ int64_t WriteSafetensors(const std::string& path, const std::vector<std::pair<st
   text.append((8 - text.size() % 8) % 8, ' ');  // pad to a multiple of 8, as the reference writer
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Fail(path, absl::StrCat("cannot create: ", std::strerror(errno)));
+  XXH64_state_t* hash = xxh64 ? XXH64_createState() : nullptr;
+  if (hash) XXH64_reset(hash, 0);
+  auto put = [&](const char* p, int64_t n) {
+    WriteAll(fd, p, n, path);
+    if (hash) XXH64_update(hash, p, static_cast<size_t>(n));
+  };
   try {
     uint64_t n = text.size();
     char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    WriteAll(fd, len, 8, path);
-    WriteAll(fd, text.data(), static_cast<int64_t>(text.size()), path);
+    put(len, 8);
+    put(text.data(), static_cast<int64_t>(text.size()));
     for (const auto& [name, t] : tensors) {
       const at::Tensor c = t.contiguous();
-      WriteAll(fd, static_cast<const char*>(c.data_ptr()), c.numel() * static_cast<int64_t>(c.element_size()), path);
+      put(static_cast<const char*>(c.data_ptr()), c.numel() * static_cast<int64_t>(c.element_size()));
     }
     if (::fsync(fd) != 0) Fail(path, absl::StrCat("fsync failed: ", std::strerror(errno)));
   } catch (...) {
     ::close(fd);
+    if (hash) XXH64_freeState(hash);
     throw;
+  }
+  if (hash) {
+    *xxh64 = XXH64_digest(hash);
+    XXH64_freeState(hash);
   }
   if (::close(fd) != 0) Fail(path, absl::StrCat("close failed: ", std::strerror(errno)));
   return 8 + static_cast<int64_t>(text.size()) + offset;

@@ -49,9 +49,10 @@ int ElementSize(const std::string& dtype);
 std::string DtypeName(at::ScalarType t);
 
 // Writes the tensors (contiguous CPU tensors, in this order) and metadata, fsyncs the file.
-// Returns the bytes written. Throws std::runtime_error naming the path (e.g. a full disk).
+// Returns the bytes written; with `xxh64`, also the file's XXH64 (seed 0), computed from the bytes
+// as they are written (no second pass). Throws std::runtime_error naming the path (a full disk).
 int64_t WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                         const std::map<std::string, std::string>& metadata);
+                         const std::map<std::string, std::string>& metadata, uint64_t* xxh64 = nullptr);
 
 // Parses and checks the header. Throws std::runtime_error "<path>: <problem>".
 SafetensorsFile ReadSafetensorsHeader(const std::string& path);
