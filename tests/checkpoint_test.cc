@@ -305,12 +305,7 @@ TEST(CheckpointTest, ExportToGpt2NamesAndImportBack) {
   EXPECT_EQ(f.Find("head.weight"), -1);
   // Import into a fresh model (different values before: the seed differs).
   torch::manual_seed(7);
-  models::GptConfig c;
-  c.vocab = 29;
-  c.context = 6;
-  c.width = 12;
-  c.depth = 2;
-  c.heads = 2;
+  models::GptConfig c = testing::TinyGpt();
   torch::nn::Sequential fresh = models::MakeGpt(c);
   EXPECT_EQ(tools::ImportGpt2(out, fresh), n);
   std::map<std::string, at::Tensor> now;

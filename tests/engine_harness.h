@@ -40,17 +40,20 @@ TORCH_MODULE(Affine);
 enum class ModelKind { kMlp, kGpt, kGptDeep };
 inline bool IsGpt(ModelKind kind) { return kind == ModelKind::kGpt || kind == ModelKind::kGptDeep; }
 
+// The tests' tiny GPT: vocabulary 29, context 6, width 12, 2 heads, `depth` blocks.
+inline models::GptConfig TinyGpt(int64_t depth = 2) {
+  models::GptConfig c;
+  c.vocab = 29;
+  c.context = 6;
+  c.width = 12;
+  c.depth = depth;
+  c.heads = 2;
+  return c;
+}
+
 inline torch::nn::Sequential MakeModel(ModelKind kind) {
   torch::manual_seed(1234);
-  if (IsGpt(kind)) {
-    models::GptConfig c;
-    c.vocab = 29;
-    c.context = 6;
-    c.width = 12;
-    c.depth = kind == ModelKind::kGptDeep ? 6 : 2;
-    c.heads = 2;
-    return models::MakeGpt(c);
-  }
+  if (IsGpt(kind)) return models::MakeGpt(TinyGpt(kind == ModelKind::kGptDeep ? 6 : 2));
   // Uneven shapes: 7x15, a parameterless child, a frozen parameter.
   return torch::nn::Sequential(torch::nn::Linear(7, 15), torch::nn::Tanh(), torch::nn::Linear(15, 9), Affine(9),
                                torch::nn::Linear(9, 5));
