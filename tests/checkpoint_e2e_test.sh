@@ -32,6 +32,24 @@ for point in shards manifest rename; do
     fail "resume after a crash at $point: rc=$rc got '$got' want '$want': $out"
   fi
 done
+# A disk that refuses the write (a file-size limit, as a full disk would: EFBIG instead of ENOSPC)
+# during the step-6 save: one clear error line naming the file, and the step-3 checkpoint intact.
+dir="$WORK/full"
+timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --steps 3 --save-dir "$dir" --save-every 3 >/dev/null 2>&1
+out="$( (ulimit -f 16; timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --steps 6 --save-dir "$dir" \
+  --save-every 3 --resume auto) 2>&1)"; rc=$?
+err=$(grep -m1 'error:' <<<"$out")
+if [[ $rc -ne 0 && "$err" == *"checkpoint save $dir: $dir/.tmp-step-000006/shard-"*".safetensors: write failed: File too large; the previous checkpoint is intact"* \
+      && "$(cat "$dir/latest")" == "step-000003" && ! -d "$dir/step-000006" && ! -d "$dir/.tmp-step-000006" ]]; then
+  out2="$(timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --save-dir "$dir" --resume auto 2>&1)"
+  if [[ "$out2" == *"RESUME step=3 from $dir/step-000003"* && "$(losses "$out2")" == "$want" ]]; then
+    pass "write refused during a save: '$err'; step 3 still loads and resumes exactly"
+  else
+    fail "after a refused write: $out2"
+  fi
+else
+  fail "refused write: rc=$rc latest=$(cat "$dir/latest" 2>/dev/null): $out"
+fi
 # Restarts: rank 1 is killed before step 12 of 15; the launcher stops every rank and starts them
 # again (--max-restarts 1); they resume from the step-10 checkpoint and end with the same loss.
 B=(--steps 15 --width 32 --depth 2 --heads 2 --context 16 --micro-batch 2 --log-every 1 --pp 2 --lr 0.01)

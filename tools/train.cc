@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <tuple>
@@ -35,13 +37,25 @@
 namespace zeropp {
 namespace {
 
-double PeakRssMb() {
+// A field of /proc/self/status ("VmHWM:", "VmRSS:" in kB, "Threads:").
+double ProcStatus(const char* key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::strlen(key)));
   }
   return 0;
+}
+double PeakRssMb() { return ProcStatus("VmHWM:") / 1024.0; }
+
+int OpenFds() {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
 }
 
 std::string Bar(int64_t done, int64_t total, int width = 20) {
@@ -210,7 +224,9 @@ int Main(int argc, char** argv) {
     if (metrics.is_open()) {
       metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
               << ",\"tokens_per_s\":" << tps << ",\"bytes_sent\":" << (r.zero_comm.TotalSent() + r.dp_comm.TotalSent())
-              << ",\"all_gathers\":" << r.gathers << ",\"reduce_scatters\":" << r.reduce_scatters << "}\n";
+              << ",\"all_gathers\":" << r.gathers << ",\"reduce_scatters\":" << r.reduce_scatters
+              << ",\"rss_mb\":" << ProcStatus("VmRSS:") / 1024.0 << ",\"fds\":" << OpenFds()
+              << ",\"threads\":" << ProcStatus("Threads:") << "}\n";
       metrics.flush();
     }
   }

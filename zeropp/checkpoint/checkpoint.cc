@@ -307,6 +307,10 @@ SaveResult PendingSave::Commit(ProcessGroups& groups) {
   Communicator& world = groups.world();
   if (!st.wrote) st.error = "Commit before Write";
   if (MaxOverRanks(world, st.error.empty() ? 0 : 1) > 0) {
+    if (st.rank == 0) {
+      std::error_code ec;
+      fs::remove_all(st.tmp_dir, ec);  // the unfinished files; the previous checkpoint is untouched
+    }
     throw std::runtime_error(absl::StrCat("checkpoint save ", st.dir, ": ",
                                           st.error.empty() ? "another rank failed to write its shard" : st.error,
                                           "; the previous checkpoint is intact"));

@@ -10,6 +10,7 @@
 // communication error also dumps the flight recorder (flight_recorder.h), as does SIGTERM.
 #pragma once
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -41,6 +42,8 @@ inline int RunMain(int argc, char** argv, int (*body)(int, char**)) {
     return 1;
   };
   FlightRecorder::DumpOnTermination();
+  // A file-size limit or a full disk then fails the write with an error, not the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return body(argc, argv);
   } catch (const CommError& e) {
