@@ -67,7 +67,9 @@ std::vector<double> Train(const Layout& l, int from, int to, const std::string& 
       o.engine.offload.dir = TestDir(l.name + "_nvme" + std::to_string(rank));
     }
     Trainer t(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, l.cfg, {}), o);
-    if (!load.empty()) EXPECT_EQ(t.Load(load), from);
+    if (!load.empty()) {
+      EXPECT_EQ(t.Load(load), from);
+    }
     for (int s = from; s < to; ++s) {
       std::vector<at::Tensor> xs(4), ys(4);
       for (int mb = 0; mb < 4; ++mb) Batch(s, mb, t.dp_rank(), t.dp_size(), &xs[mb], &ys[mb]);

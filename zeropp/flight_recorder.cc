@@ -1,11 +1,10 @@
 #include "zeropp/flight_recorder.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,12 +28,10 @@ std::vector<const Communicator*>& Live() {
   static std::vector<const Communicator*> live;
   return live;
 }
-std::atomic<int> g_term{0};
 std::string& Last() {
   static std::string last;
   return last;
 }
-void OnTerm(int) { g_term = 1; }
 
 }  // namespace
 
@@ -104,11 +101,16 @@ std::string FlightRecorder::LastDump() {
 void FlightRecorder::DumpOnTermination() {
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction sa {};
-    sa.sa_handler = OnTerm;
-    sigaction(SIGTERM, &sa, nullptr);
-    std::thread([] {
-      while (g_term == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // SIGTERM is blocked in this thread and, by inheritance, in every thread started after it; the
+    // watcher takes it with sigwait. So no thread is interrupted (a sleep or a wait returning early
+    // could tear the groups down before the dump), and the dump runs outside a signal handler.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread([set] {
+      int sig = 0;
+      sigwait(&set, &sig);
       Dump("stopped by SIGTERM (another rank failed or the job was interrupted)");
       std::_Exit(143);
     }).detach();

@@ -28,7 +28,8 @@ class FlightRecorder {
   // The path of this process's last dump ("" if none): the groups may be gone by the time an error
   // reaches main, after Communicator's own dump at the failure.
   static std::string LastDump();
-  // Dumps once on SIGTERM (from a watcher thread, not the signal handler), then exits 143.
+  // Dumps once on SIGTERM (taken by a watcher thread with sigwait; call this before starting any
+  // other thread), then exits 143.
   static void DumpOnTermination();
 };
 

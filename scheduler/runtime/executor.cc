@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <stdexcept>
 #include <exception>
+#include <stdexcept>
 #include <tuple>
 
 #include <ATen/ops/empty.h>

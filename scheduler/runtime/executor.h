@@ -55,7 +55,7 @@ struct BackwardSplitStats {
   int whole = 0;           // B's and Bi's that ran the whole backward
   int deferred_nodes = 0;  // autograd nodes W ran again for their weight outputs
   int w_released = 0;      // split W's that ran while their chunk's weights were released
-  // With PipelineOptions::measure_heap: the heap's peak during the step above its size at the
+  // With ExecutorOptions::measure_heap: the heap's peak during the step above its size at the
   // start (activations, unsharded parameters and gradients, transfer buffers), in bytes.
   int64_t heap_peak_growth = 0;
 };
@@ -70,7 +70,7 @@ class Executor {
            std::vector<int> stage_of_unit, ExecutorOptions options);
   ~Executor();
 
-  // One step over options.microbatches micro-batches of this rank's data-parallel shard: the
+  // One step over the schedule's m micro-batches of this rank's data-parallel shard: the
   // first stage reads `inputs`, the last reads `targets`.
   StepResult Step(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets,
                   const LossFn& loss_fn);
