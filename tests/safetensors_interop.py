@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Interoperability with Python's reference safetensors library (numpy side, no torch needed).
+
+  write OUT                 write a GPT-2-named file for the train CLI's tiny GPT (width 32, depth 2,
+                            context 16, vocab 256) with seeded random values
+  check ORIG EXPORT CKPT    the export equals ORIG tensor for tensor; and ORIG's values are
+                            rebuilt from the sharded checkpoint's files the way PyTorch DCP's
+                            safetensors reader does (global size = max(saved_offsets + shape))
+Prints "N passed, N failed"."""
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+
+W, DEPTH, CTX, VOCAB = 32, 2, 16, 256
+
+
+def gpt2_shapes():
+    s = {"wte.weight": (VOCAB, W), "wpe.weight": (CTX, W), "ln_f.weight": (W,), "ln_f.bias": (W,)}
+    for i in range(DEPTH):
+        h = f"h.{i}."
+        s.update({h + "ln_1.weight": (W,), h + "ln_1.bias": (W,), h + "ln_2.weight": (W,), h + "ln_2.bias": (W,),
+                  h + "attn.c_attn.weight": (W, 3 * W), h + "attn.c_attn.bias": (3 * W,),
+                  h + "attn.c_proj.weight": (W, W), h + "attn.c_proj.bias": (W,),
+                  h + "mlp.c_fc.weight": (W, 4 * W), h + "mlp.c_fc.bias": (4 * W,),
+                  h + "mlp.c_proj.weight": (4 * W, W), h + "mlp.c_proj.bias": (W,)})
+    return s
+
+
+def zeropp_name(n):
+    """GPT-2 name -> (zeropp name, transposed)."""
+    if n == "wte.weight":
+        return "embed.wte.weight", False
+    if n == "wpe.weight":
+        return "embed.wpe.weight", False
+    if n.startswith("ln_f"):
+        return n, False
+    _, i, rest = n.split(".", 2)
+    table = {"ln_1": "ln1", "ln_2": "ln2", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.proj",
+             "mlp.c_fc": "fc", "mlp.c_proj": "fc_out"}
+    mod, kind = rest.rsplit(".", 1)
+    return f"block{i}.{table[mod]}.{kind}", kind == "weight" and not mod.startswith("ln")
+
+
+def rebuild(ckpt):
+    """Every saved tensor, assembled from its chunks as DCP's HF reader does."""
+    chunks = {}
+    for path in sorted(glob.glob(os.path.join(ckpt, "*.safetensors"))):
+        with safe_open(path, framework="numpy") as f:
+            info = json.loads(f.metadata()["DCP_SHARDING_INFO"])
+            for key in f.keys():
+                chunks.setdefault(key, []).append((info[key]["saved_offsets"], f.get_tensor(key)))
+    out = {}
+    for key, parts in chunks.items():
+        size = [max(o[d] + t.shape[d] for o, t in parts) for d in range(parts[0][1].ndim)]
+        full = np.full(size, np.nan, dtype=np.float32)
+        for o, t in parts:
+            full[tuple(slice(o[d], o[d] + t.shape[d]) for d in range(t.ndim))] = t
+        out[key] = full
+    return out
+
+
+def main():
+    if sys.argv[1] == "write":
+        rng = np.random.default_rng(7)
+        save_file({n: (rng.standard_normal(s) * 0.02).astype(np.float32) for n, s in gpt2_shapes().items()},
+                  sys.argv[2], metadata={"format": "pt"})
+        return 0
+    orig, export, ckpt = load_file(sys.argv[2]), load_file(sys.argv[3]), rebuild(sys.argv[4])
+    passed = failed = 0
+
+    def check(ok, what):
+        nonlocal passed, failed
+        print(("PASS: " if ok else "FAIL: ") + what)
+        passed, failed = passed + ok, failed + (not ok)
+
+    check(sorted(export) == sorted(orig), f"the export holds the {len(orig)} GPT-2 tensors")
+    check(all(np.array_equal(export[n], orig[n]) for n in orig if n in export), "export values equal the written file")
+    ok = True
+    for n, v in orig.items():
+        z, t = zeropp_name(n)
+        got = ckpt.get(z)
+        if got is None or not np.array_equal(got, v.T if t else v):
+            print(f"  mismatch: {n} -> {z}")
+            ok = False
+    check(ok, "the sharded checkpoint, rebuilt from DCP_SHARDING_INFO chunks, holds the imported values")
+    check(all(k in ckpt for k in ("optim.exp_avg.embed.wte.weight", "optim.exp_avg_sq.block1.fc.bias")),
+          "optimizer moments are saved as their own keys")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
