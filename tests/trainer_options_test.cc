@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -199,6 +200,67 @@ TEST(PipelineEngineOptionsTest, RecomputeAndOffloadAreHonoured) {
       EXPECT_NEAR(rec[r].losses[s], plain[r].losses[s], 1e-6 * std::abs(plain[r].losses[s]));
       EXPECT_NEAR(off[r].losses[s], plain[r].losses[s], 1e-6 * std::abs(plain[r].losses[s]));
     }
+  }
+}
+
+// The remaining engine options under pp > 1: bf16 compute and reduction (shards of half the bytes,
+// losses close to fp32), an explicit unit policy (the units the stages are made of), and the
+// memory budget (an impossible one refused by the estimate, with its breakdown).
+TEST(PipelineEngineOptionsTest, PrecisionUnitsAndBudgetAreHonoured) {
+  const ParallelConfig cfg{2, 1, 1, DpMode::kDp};
+  struct Run {
+    std::vector<double> losses;
+    int64_t param_shard_bytes = 0;
+    int units = 0;
+    std::string error;
+  };
+  auto run = [&](const std::function<void(EngineOptions&)>& set) {
+    std::vector<Run> out(2);
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < 2; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
+    testing::RunRanks(2, [&](int rank, const auto& store) {
+      TrainerOptions to;
+      to.layout = cfg;
+      to.engine = testing::BaseOptions();
+      set(to.engine);
+      to.pipeline.schedule = PipelineSchedule::kOneFOneB;
+      to.microbatches = 4;
+      try {
+        Trainer t(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, 2, cfg, {}), to);
+        for (int s = 0; s < 3; ++s) {
+          std::vector<at::Tensor> xs(4), ys(4);
+          for (int mb = 0; mb < 4; ++mb) testing::MakeBatch(testing::ModelKind::kGpt, s, mb, 0, &xs[mb], &ys[mb]);
+          out[rank].losses.push_back(t.Step(xs, ys, [](const at::Tensor& o, const at::Tensor& y) {
+                                        return testing::Loss(testing::ModelKind::kGpt, o, y);
+                                      }).loss);
+        }
+        out[rank].param_shard_bytes = t.Memory().param_shard_bytes;
+        out[rank].units = t.engine().num_units();
+        t.groups().world().Barrier()->Wait();
+      } catch (const std::exception& e) {
+        out[rank].error = e.what();
+      }
+    });
+    return out;
+  };
+  const auto fp32 = run([](EngineOptions&) {});
+  const auto bf16 = run([](EngineOptions& o) {
+    o.param_dtype = at::kBFloat16;
+    o.reduce_dtype = at::kBFloat16;
+  });
+  const auto two_units = run([](EngineOptions& o) {
+    o.units.kind = UnitPolicy::Kind::kExplicit;
+    o.units.starts = {0, 2};
+  });
+  const auto budget = run([](EngineOptions& o) { o.memory_budget_bytes = 1000; });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(fp32[r].error, "");
+    ASSERT_EQ(bf16[r].error, "");
+    EXPECT_EQ(bf16[r].param_shard_bytes * 2, fp32[r].param_shard_bytes) << "rank " << r;
+    for (int s = 0; s < 3; ++s) EXPECT_NEAR(bf16[r].losses[s], fp32[r].losses[s], 2e-2 * fp32[r].losses[s]);
+    ASSERT_EQ(two_units[r].error, "");
+    EXPECT_EQ(two_units[r].units, 2) << "rank " << r;
+    EXPECT_NE(budget[r].error.find("memory budget: the plan needs about"), std::string::npos) << budget[r].error;
   }
 }
 
