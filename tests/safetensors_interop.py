@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Interoperability with Python's reference safetensors library (numpy side, no torch needed).
+"""Interoperability with Python's reference safetensors library and PyTorch's distributed checkpoint.
 
   write OUT                 write a GPT-2-named file for the train CLI's tiny GPT (width 32, depth 2,
                             context 16, vocab 256) with seeded random values
   check ORIG EXPORT CKPT    the export equals ORIG tensor for tensor; and ORIG's values are
                             rebuilt from the sharded checkpoint's files the way PyTorch DCP's
                             safetensors reader does (global size = max(saved_offsets + shape))
+  dcp ORIG CKPT NPROC       torch.distributed.checkpoint.load (HuggingFaceStorageReader, unchanged)
+                            reads the checkpoint into NPROC processes that each hold a Shard(0)
+                            DTensor of every parameter (a world size the checkpoint was not saved
+                            with), and every local shard equals ORIG's rows
 Prints "N passed, N failed"."""
 import glob
 import json
@@ -64,7 +68,72 @@ def rebuild(ckpt):
     return out
 
 
+def dcp_worker(rank, nproc, init_file, orig_path, ckpt, results):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=nproc)
+    mesh = init_device_mesh("cpu", (nproc,))
+    orig = load_file(orig_path)
+    state, expect = {}, {}
+    for n, v in orig.items():
+        z, t = zeropp_name(n)
+        full = np.ascontiguousarray(v.T if t else v)
+        state[z] = distribute_tensor(torch.full(full.shape, float("nan")), mesh, [Shard(0)])
+        expect[z] = full
+    dcp.load(state, storage_reader=dcp.HuggingFaceStorageReader(ckpt))
+    bad = []
+    for z, d in state.items():
+        local = d.to_local().numpy()
+        rows = d.to_local().shape[0]
+        start = min(rank * -(-expect[z].shape[0] // nproc), expect[z].shape[0])  # DTensor's even split
+        if not np.array_equal(local, expect[z][start:start + rows]):
+            bad.append(z)
+    dist.barrier()
+    results.put((rank, len(state), bad))
+    dist.destroy_process_group()
+
+
+def dcp_check(orig_path, ckpt, nproc):
+    import tempfile
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [ctx.Process(target=dcp_worker, args=(r, nproc, os.path.join(tmp, "init"), orig_path, ckpt, results))
+                 for r in range(nproc)]
+        for p in procs:
+            p.start()
+        got = []
+        for _ in procs:
+            try:
+                got.append(results.get(timeout=120))
+            except Exception:
+                break
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    ok = len(got) == nproc and all(not bad for _, _, bad in got)
+    n = got[0][1] if got else 0
+    for rank, _, bad in sorted(got):
+        if bad:
+            print(f"  rank {rank} of {nproc}: values differ for {', '.join(bad[:5])}")
+    if len(got) != nproc:
+        print(f"  only {len(got)} of {nproc} DCP processes reported (the others failed or timed out)")
+    print(("PASS: " if ok else "FAIL: ") + f"torch.distributed.checkpoint.load reads the checkpoint unchanged into "
+          f"{nproc} processes (Shard(0) DTensors of {n} parameters), every shard equal to the original")
+    print(f"{int(ok)} passed, {int(not ok)} failed")
+    return 0 if ok else 1
+
+
 def main():
+    if sys.argv[1] == "dcp":
+        return dcp_check(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if sys.argv[1] == "write":
         rng = np.random.default_rng(7)
         save_file({n: (rng.standard_normal(s) * 0.02).astype(np.float32) for n, s in gpt2_shapes().items()},
