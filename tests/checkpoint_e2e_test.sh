@@ -2,7 +2,9 @@
 # Checkpoints through the training CLI on 4 real processes (ZeroPP pp2 x zero2): a run killed
 # (SIGKILL) in the middle of a save (during the shard writes, before the manifest's rename, after
 # the step directory's rename but before `latest`) leaves the previous checkpoint loadable, and
-# `--resume auto` continues to the same losses as the uninterrupted run.
+# `--resume auto` continues to the same losses as the uninterrupted run; a write refused (file-size
+# limit) and a really full filesystem (a small tmpfs) fail the save with one line and leave the
+# previous checkpoint intact; restarts resume to the same final loss.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -49,6 +51,32 @@ if [[ $rc -ne 0 && "$err" == *"checkpoint save $dir: $dir/.tmp-step-000006/shard
   fi
 else
   fail "refused write: rc=$rc latest=$(cat "$dir/latest" 2>/dev/null): $out"
+fi
+# A really full filesystem: a 800 KiB tmpfs (in a private mount namespace, so it vanishes with the
+# subshell on every exit path) holds the step-3 checkpoint (about 540 KB) but not a second one.
+dir="$WORK/tmpfs/ckpt"; mkdir -p "$WORK/tmpfs"
+enospc() {
+  mount -t tmpfs -o size=800k tmpfs "$WORK/tmpfs" || exit 3
+  timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --steps 3 --save-dir "$dir" --save-every 3 >/dev/null 2>&1
+  out="$(timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --steps 6 --save-dir "$dir" --save-every 3 \
+    --resume auto 2>&1)"; rc=$?
+  err=$(grep -m1 'No space left' <<<"$out")  # the rank(s) whose write failed; the others say so
+  if [[ $rc -ne 0 && "$err" == *"checkpoint save $dir: $dir/.tmp-step-000006/"*"No space left on device; the previous checkpoint is intact"* \
+        && "$(cat "$dir/latest")" == "step-000003" && ! -d "$dir/step-000006" && ! -d "$dir/.tmp-step-000006" ]]; then
+    out2="$(timeout 300 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --save-dir "$dir" --resume auto 2>&1)"
+    [[ "$out2" == *"RESUME step=3 from $dir/step-000003"* && "$(losses "$out2")" == "$want" ]] && { echo "$err"; exit 0; }
+    echo "after ENOSPC: $out2"; exit 1
+  fi
+  echo "ENOSPC: rc=$rc latest=$(cat "$dir/latest" 2>/dev/null): $out"; exit 1
+}
+export -f enospc losses; export dir WORK LAUNCHER TRAIN want; export A_STR="${A[*]}"
+msg="$(unshare -m --propagation private bash -c 'A=($A_STR); enospc' 2>&1)"; rc=$?
+if [[ $rc -eq 0 ]]; then
+  pass "full filesystem (tmpfs) during a save: '$msg'; step 3 still loads and resumes exactly"
+elif [[ $rc -eq 3 || $rc -eq 1 && "$msg" == *"unshare failed"* ]]; then
+  echo "SKIP: cannot mount a small tmpfs here (needs root and mount namespaces): $msg"
+else
+  fail "$msg"
 fi
 # Restarts: rank 1 is killed before step 12 of 15; the launcher stops every rank and starts them
 # again (--max-restarts 1); they resume from the step-10 checkpoint and end with the same loss.

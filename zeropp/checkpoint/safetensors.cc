@@ -22,9 +22,14 @@ namespace {
   throw std::runtime_error(absl::StrCat(path, ": ", what));
 }
 
+// Buffered writes go in pieces of at most 1 MiB: measured here (2 writers, 342 MB each, new files,
+// fsync at the end), 1 MiB write() calls filled the page cache in 0.08 s where 8 MiB calls took
+// 0.8 s, and the whole save ran at about half of fio's bandwidth before this cap.
+constexpr int64_t kWritePiece = int64_t{1} << 20;
+
 void WriteAll(int fd, const char* p, int64_t n, const std::string& path) {
   while (n > 0) {
-    const ssize_t w = ::write(fd, p, static_cast<size_t>(std::min<int64_t>(n, 1 << 30)));
+    const ssize_t w = ::write(fd, p, static_cast<size_t>(std::min<int64_t>(n, kWritePiece)));
     if (w < 0) {
       if (errno == EINTR) continue;
       Fail(path, absl::StrCat("write failed: ", std::strerror(errno)));
@@ -113,9 +118,18 @@ int64_t WriteSafetensors(const std::string& path, const std::vector<std::pair<st
   if (fd < 0) Fail(path, absl::StrCat("cannot create: ", std::strerror(errno)));
   XXH64_state_t* hash = xxh64 ? XXH64_createState() : nullptr;
   if (hash) XXH64_reset(hash, 0);
+  // Writeback starts behind the writer (sync_file_range every 16 MiB, not waiting), so the final
+  // fsync finds little left to write.
+  constexpr int64_t kWritebackEvery = int64_t{16} << 20;
+  int64_t written = 0, flushed = 0;
   auto put = [&](const char* p, int64_t n) {
     WriteAll(fd, p, n, path);
     if (hash) XXH64_update(hash, p, static_cast<size_t>(n));
+    written += n;
+    if (written - flushed >= kWritebackEvery) {
+      ::sync_file_range(fd, flushed, written - flushed, SYNC_FILE_RANGE_WRITE);
+      flushed = written;
+    }
   };
   try {
     uint64_t n = text.size();
