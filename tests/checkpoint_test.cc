@@ -127,6 +127,30 @@ TEST(CheckpointTest, AsynchronousSaveHoldsTheStateOfItsStep) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(resumed[i], full[5 + i]) << "step " << 5 + i;
 }
 
+// The default CPU generator (dropout, at::rand) continues after a load on the same layout exactly
+// as it did after the save, whatever it drew in between.
+TEST(CheckpointTest, RandomStateResumesOnTheSameLayout) {
+  const std::string dir = TestDir("rng");
+  at::Tensor after_save, after_load;
+  testing::RunRanks(1, [&](int rank, const auto& store) {
+    Trainer t(testing::MakeModel(testing::ModelKind::kGpt).ptr(),
+              ProcessGroups::CreateWithStore(store, rank, 1, {1, 1, 1, DpMode::kDp}, {}), TrainerOptions{});
+    torch::manual_seed(42);
+    at::rand({16});  // the stream has moved on before the save
+    t.Save(dir);
+    after_save = at::rand({16});
+    torch::manual_seed(7);
+    const at::Tensor unrelated = at::rand({16});
+    t.Load(dir);
+    after_load = at::rand({16});
+    EXPECT_FALSE(at::equal(unrelated, after_save));
+  });
+  EXPECT_TRUE(at::equal(after_save, after_load));
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(dir + "/step-000000/manifest.json"));
+  EXPECT_EQ(m["rng"]["world"], 1);
+  EXPECT_EQ(m["rng"]["cpu"].size(), 1u);
+}
+
 // Loads `dir` on one rank into the GPT (or the MLP) and returns the error ("" = loaded).
 std::string LoadError(const std::string& dir, bool mlp = false) {
   std::string err;

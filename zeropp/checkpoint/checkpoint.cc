@@ -7,19 +7,24 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "xxhash.h"
@@ -107,6 +112,28 @@ std::vector<std::string> AllGatherStrings(Communicator& comm, const std::string&
     all.emplace_back(p + 8, static_cast<size_t>(len));
   }
   return all;
+}
+
+// The default CPU generator's state (what dropout and at::rand draw from), base64 for the manifest.
+std::string CpuRngState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  const at::Tensor state = gen.get_state();
+  return absl::Base64Escape(absl::string_view(static_cast<const char*>(state.data_ptr()), state.numel()));
+}
+
+void SetCpuRngState(const std::string& b64, const std::string& where) {
+  std::string bytes;
+  if (!absl::Base64Unescape(b64, &bytes)) throw std::runtime_error(where + ": rng state is not base64");
+  at::Tensor state = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(state);
+  } catch (const std::exception&) {
+    throw std::runtime_error(absl::StrCat(where, ": rng state of ", bytes.size(), " bytes is not a CPU generator state"));
+  }
 }
 
 std::string FileXxh64(const std::string& path) {
@@ -200,6 +227,7 @@ struct PendingSave::State {
   // This rank's chunks (a snapshot), grouped into files by box index (one chunk per name a file).
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> files;
   std::vector<Json> sharding;
+  std::string rng_cpu;  // this rank's default CPU generator state at the step boundary, base64
   Json shapes = Json::object();
   Json written = Json::array();
   int64_t bytes = 0;
@@ -224,6 +252,7 @@ PendingSave PendingSave::Begin(Engine& engine, ProcessGroups& groups, const std:
   st.keep = keep;
   st.rank = groups.rank();
   st.fingerprint = engine.ModelFingerprint();
+  st.rng_cpu = CpuRngState();
   Communicator& world = groups.world();
   const ParallelConfig& cfg = groups.config();
   const bool zero1 = cfg.dp_mode == DpMode::kZero1 && cfg.dp > 1;
@@ -315,15 +344,18 @@ SaveResult PendingSave::Commit(ProcessGroups& groups) {
                                           st.error.empty() ? "another rank failed to write its shard" : st.error,
                                           "; the previous checkpoint is intact"));
   }
-  const std::vector<std::string> all = AllGatherStrings(world, st.written.dump());
+  const std::vector<std::string> all =
+      AllGatherStrings(world, Json{{"files", st.written}, {"rng_cpu", st.rng_cpu}}.dump());
   std::string error;
   if (st.rank == 0) {
     try {
       Json manifest = {{"format", kFormat}, {"version", kVersion}, {"step", st.step}, {"layout", st.layout},
                        {"model", {{"fingerprint", st.fingerprint}}}, {"tensors", st.shapes},
-                       {"files", Json::array()}};
-      for (const std::string& s : all) {
-        for (const auto& f : Json::parse(s)) manifest["files"].push_back(f);
+                       {"files", Json::array()}, {"rng", {{"world", all.size()}, {"cpu", Json::array()}}}};
+      for (const std::string& s : all) {  // in rank order
+        const Json r = Json::parse(s);
+        for (const auto& f : r.at("files")) manifest["files"].push_back(f);
+        manifest["rng"]["cpu"].push_back(r.at("rng_cpu"));
       }
       WriteFileAtomically((fs::path(st.tmp_dir) / kManifest).string(), manifest.dump(1),
                           [&] { CrashPointForTests(st.step, "manifest", st.rank, 0); });
@@ -388,6 +420,7 @@ struct Reader::Impl {
   int64_t step = 0;
   std::string layout, fingerprint;
   std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<std::string> rng_cpu;  // by saving rank; empty when the manifest has none
   std::vector<SafetensorsFile> files;
   struct Chunk {
     int file, tensor;
@@ -427,8 +460,9 @@ Reader::Reader(const std::string& path) : impl_(std::make_unique<Impl>()) {
     for (auto it = m.at("tensors").begin(); it != m.at("tensors").end(); ++it) {
       im.shapes[it.key()] = it.value().get<std::vector<int64_t>>();
     }
+    if (m.contains("rng")) im.rng_cpu = m.at("rng").at("cpu").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
-    im.Fail(absl::StrCat("manifest.json: missing or malformed step, model or tensors: ", e.what()));
+    im.Fail(absl::StrCat("manifest.json: missing or malformed step, model, tensors or rng: ", e.what()));
   }
   for (const auto& f : m["files"]) {
     const std::string name = f.value("path", "");
@@ -489,6 +523,7 @@ const std::string& Reader::layout() const { return impl_->layout; }
 const std::string& Reader::model_fingerprint() const { return impl_->fingerprint; }
 const std::map<std::string, std::vector<int64_t>>& Reader::model_shapes() const { return impl_->shapes; }
 bool Reader::Has(const std::string& key) const { return impl_->index.count(key) > 0; }
+const std::vector<std::string>& Reader::rng_cpu() const { return impl_->rng_cpu; }
 
 std::vector<std::string> Reader::Keys() const {
   std::vector<std::string> keys;
@@ -557,6 +592,11 @@ int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, con
     }
   });
   engine.set_optimizer_step(reader.step());
+  // Random streams continue exactly only where the same ranks do the same work: the same layout.
+  // Elsewhere each rank keeps its own generator (a new layout draws differently anyway).
+  if (same_layout && static_cast<int>(reader.rng_cpu().size()) == groups.world().size()) {
+    SetCpuRngState(reader.rng_cpu()[groups.rank()], absl::StrCat("checkpoint ", reader.dir(), ": manifest.json"));
+  }
   groups.world().Barrier()->Wait();
   return reader.step();
 }

@@ -8,7 +8,9 @@
 //                                               tensor name per file (a flat shard of a 2-D weight
 //                                               is up to 3 row boxes, hence K)
 //   DIR/step-000005/manifest.json               written last: step, layout, model fingerprint,
-//                                               tensors' global shapes, every file's size and xxh64
+//                                               tensors' global shapes, every file's size and xxh64,
+//                                               every rank's CPU generator state (restored when
+//                                               the loading layout is the saving layout)
 //   DIR/latest                                  "step-000005", replaced atomically
 // Tensors: each parameter by name (a tied tensor by its first registration's name) holds the fp32
 // master; "optim.exp_avg.NAME" and "optim.exp_avg_sq.NAME" the AdamW moments; a second pipeline
@@ -95,6 +97,8 @@ class Reader {
   // Global shapes of the model's parameters by every registered name (from the manifest).
   const std::map<std::string, std::vector<int64_t>>& model_shapes() const;
   bool Has(const std::string& key) const;
+  // Each saving rank's default CPU generator state (base64), in rank order; empty if not saved.
+  const std::vector<std::string>& rng_cpu() const;
   std::vector<std::string> Keys() const;  // every saved tensor key, sorted
   // Elements [a, b) of saved tensor `key` (flattened, global `shape`) into dst (fp32). Throws when
   // the saved chunks do not cover the range exactly once.
