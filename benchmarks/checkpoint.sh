@@ -14,7 +14,7 @@ trap 'rm -rf "$DIR/ckpt" "$DIR/dcp"; rm -f "$DIR"/zpp.*' EXIT
 command -v fio >/dev/null || { echo "bench: installing fio" >&2; apt-get install -y -qq fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }; }
 python3 -c "import torch.distributed.checkpoint" 2>/dev/null || {
   echo "bench: installing torch's runtime libraries for the DCP peer" >&2
-  python3 -m pip install -q --no-deps nvidia-cufile nvidia-cusparselt-cu13 nvidia-nvshmem-cu13 >/dev/null; }
+  python3 -m pip install -q --no-deps nvidia-cufile nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 >/dev/null; }
 bazel build -q //tools:launcher //benchmarks:checkpoint_bench 2>/dev/null || bazel build //tools:launcher //benchmarks:checkpoint_bench
 ours="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/checkpoint_bench "$DIR/ckpt" 3 | grep -oP 'BENCH checkpoint.*')"
 echo "$ours"

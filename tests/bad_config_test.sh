@@ -70,6 +70,10 @@ check 1 "--lr: missing value" "${SMALL[@]}" "${OUT[@]}" --lr
 # The model and the data.
 check 1 "gpt.width: got 30, expected a multiple of gpt.heads (4)" "${SMALL[@]}" "${OUT[@]}" --width 30 --heads 4
 check 1 "vocab: got 100, expected >= 256 (the byte corpus's tokens are 0..255)" "${SMALL[@]}" "${OUT[@]}" --vocab 100
+check 1 "model: got 'bert', expected gpt or llama" "${SMALL[@]}" "${OUT[@]}" --model bert
+check 1 "kv-heads: got 2, expected --model llama too" "${SMALL[@]}" "${OUT[@]}" --kv-heads 2
+check 1 "llama.kv_heads: got 3, expected a divisor of heads (4)" "${SMALL[@]}" "${OUT[@]}" --model llama --heads 4 --kv-heads 3
+check 1 "llama.width: got 36, expected heads (4) times an even head size" "${SMALL[@]}" "${OUT[@]}" --model llama --width 36 --heads 4
 check 1 "memory estimate: about" "${SMALL[@]}" "${OUT[@]}" --width 200000 --depth 64 --heads 1
 # Output paths, checked before training on the rank that writes them.
 check 1 "metrics: cannot write '/nonexistent/dir/m.jsonl'" "${SMALL[@]}" --metrics /nonexistent/dir/m.jsonl

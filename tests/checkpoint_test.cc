@@ -9,7 +9,8 @@
 
 #include "tests/engine_harness.h"
 #include "xxhash.h"
-#include "tools/gpt2_safetensors.h"
+#include "models/llama.h"
+#include "tools/hf_safetensors.h"
 #include "zeropp/checkpoint/safetensors.h"
 
 namespace zeropp {
@@ -295,57 +296,117 @@ TEST(CheckpointTest, ShardsAreSafetensorsWithDcpShardingInfo) {
 // Export: one consolidated file with GPT-2's names (Conv1D weights transposed) holding exactly the
 // trained values; import: that file (as transformers or Python safetensors would write it) loads
 // into a freshly built model, value for value.
-TEST(CheckpointTest, ExportToGpt2NamesAndImportBack) {
-  const std::string base = TestDir("export");
+// Trains `make()` one step on 2 ranks (ZeRO-3), saves to `dir` and returns the trained parameters.
+std::vector<std::pair<std::string, at::Tensor>> TrainOneStepAndSave(const std::function<torch::nn::Sequential()>& make,
+                                                                    const std::string& dir) {
   std::vector<std::pair<std::string, at::Tensor>> trained;
-  {
-    const int n = 2;
-    const ParallelConfig cfg{1, 2, 1, DpMode::kDp};
-    std::vector<torch::nn::Sequential> models;
-    for (int r = 0; r < n; ++r) models.push_back(testing::MakeModel(testing::ModelKind::kGpt));
-    testing::RunRanks(n, [&](int rank, const auto& store) {
-      TrainerOptions o;
-      o.engine = testing::BaseOptions();
-      Trainer t(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, cfg, {}), o);
-      std::vector<at::Tensor> xs(1), ys(1);
-      Batch(0, 0, t.dp_rank(), t.dp_size(), &xs[0], &ys[0]);
-      t.Step(xs, ys, [](const at::Tensor& out, const at::Tensor& y) { return testing::Loss(testing::ModelKind::kGpt, out, y); });
-      t.Save(base);
-      auto p = t.FullParameters();
-      if (rank == 0) trained = p;
-    });
-  }
-  const std::string out = base + "/gpt2.safetensors";
-  const int n = tools::ExportGpt2(base, out);
-  EXPECT_EQ(n, static_cast<int>(trained.size()));  // every unique parameter; the tied head is wte
+  const int n = 2;
+  const ParallelConfig cfg{1, 2, 1, DpMode::kDp};
+  std::vector<torch::nn::Sequential> models;
+  for (int r = 0; r < n; ++r) models.push_back(make());
+  testing::RunRanks(n, [&](int rank, const auto& store) {
+    TrainerOptions o;
+    o.engine = testing::BaseOptions();
+    Trainer t(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, cfg, {}), o);
+    std::vector<at::Tensor> xs(1), ys(1);
+    Batch(0, 0, t.dp_rank(), t.dp_size(), &xs[0], &ys[0]);
+    t.Step(xs, ys, [](const at::Tensor& out, const at::Tensor& y) { return testing::Loss(testing::ModelKind::kGpt, out, y); });
+    t.Save(dir);
+    auto p = t.FullParameters();
+    if (rank == 0) trained = p;
+  });
+  return trained;
+}
+
+// Every trained tensor is in the export under its Hugging Face name (transposed where GPT-2 is).
+void ExpectExported(const std::string& out, tools::HfFamily family,
+                    const std::vector<std::pair<std::string, at::Tensor>>& trained) {
   const checkpoint::SafetensorsFile f = checkpoint::ReadSafetensorsHeader(out);
   for (const auto& [name, value] : trained) {
-    const tools::Gpt2Name g = tools::ToGpt2Name(name);
+    const tools::HfName g = tools::ToHfName(family, name);
     const int i = f.Find(g.name);
     ASSERT_GE(i, 0) << g.name;
     at::Tensor t = at::empty(f.tensors[i].shape, at::TensorOptions().dtype(at::kFloat));
     f.ReadElements(i, 0, t.numel(), t.data_ptr());
     EXPECT_TRUE(at::equal(g.transpose ? t.t() : t, value)) << name << " -> " << g.name;
   }
+}
+
+void ExpectImported(const std::string& out, torch::nn::Sequential fresh, int n,
+                    const std::vector<std::pair<std::string, at::Tensor>>& trained) {
+  EXPECT_EQ(tools::ImportHf(out, fresh), n);
+  std::map<std::string, at::Tensor> now;
+  for (auto& kv : fresh->named_parameters()) now[kv.key()] = kv.value();
+  for (const auto& [name, value] : trained) EXPECT_TRUE(at::equal(now[name], value)) << name;
+}
+
+TEST(CheckpointTest, ExportToGpt2NamesAndImportBack) {
+  const std::string base = TestDir("export");
+  const auto trained = TrainOneStepAndSave([] { return testing::MakeModel(testing::ModelKind::kGpt); }, base);
+  const std::string out = base + "/gpt2.safetensors";
+  const tools::ExportResult r = tools::ExportHf(base, out);
+  EXPECT_EQ(r.family, tools::HfFamily::kGpt2);
+  EXPECT_EQ(r.tensors, static_cast<int>(trained.size()));  // every unique parameter; the tied head is wte
+  ExpectExported(out, r.family, trained);
+  const checkpoint::SafetensorsFile f = checkpoint::ReadSafetensorsHeader(out);
   EXPECT_GE(f.Find("h.1.attn.c_attn.weight"), 0);
   EXPECT_EQ(f.Find("head.weight"), -1);
   // Import into a fresh model (different values before: the seed differs).
   torch::manual_seed(7);
   models::GptConfig c = testing::TinyGpt();
   torch::nn::Sequential fresh = models::MakeGpt(c);
-  EXPECT_EQ(tools::ImportGpt2(out, fresh), n);
-  std::map<std::string, at::Tensor> now;
-  for (auto& kv : fresh->named_parameters()) now[kv.key()] = kv.value();
-  for (const auto& [name, value] : trained) EXPECT_TRUE(at::equal(now[name], value)) << name;
-  EXPECT_TRUE(at::equal(now["head.weight"], now["embed.wte.weight"]));  // still tied
+  ExpectImported(out, fresh, r.tensors, trained);
+  EXPECT_TRUE(at::equal(fresh->named_parameters()["head.weight"], fresh->named_parameters()["embed.wte.weight"]));
   // A file of another model size is refused, naming the tensor and both shapes.
   c.width = 16;
   torch::nn::Sequential wider = models::MakeGpt(c);
   try {
-    tools::ImportGpt2(out, wider);
+    tools::ImportHf(out, wider);
     FAIL() << "a file of another width was imported";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("has shape ["), std::string::npos) << e.what();
+  }
+}
+
+models::LlamaConfig TinyLlama() {
+  models::LlamaConfig c;
+  c.vocab = 29;  // the GPT test batches' tokens
+  c.context = 6;
+  c.width = 16;
+  c.depth = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  return c;
+}
+
+// The Llama exports with LlamaForCausalLM's names (no transposes, untied head) and imports back.
+TEST(CheckpointTest, ExportToLlamaNamesAndImportBack) {
+  const std::string base = TestDir("export_llama");
+  const auto trained = TrainOneStepAndSave([] { return models::MakeLlama(TinyLlama()); }, base);
+  const std::string out = base + "/llama.safetensors";
+  const tools::ExportResult r = tools::ExportHf(base, out);
+  EXPECT_EQ(r.family, tools::HfFamily::kLlama);
+  EXPECT_EQ(r.tensors, static_cast<int>(trained.size()));
+  ExpectExported(out, r.family, trained);
+  const checkpoint::SafetensorsFile f = checkpoint::ReadSafetensorsHeader(out);
+  for (const char* name : {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
+                           "model.layers.1.self_attn.k_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+                           "model.layers.0.post_attention_layernorm.weight"}) {
+    EXPECT_GE(f.Find(name), 0) << name;
+  }
+  EXPECT_EQ(f.tensors[f.Find("model.layers.1.self_attn.k_proj.weight")].shape, (std::vector<int64_t>{8, 16}));  // 2 kv heads
+  torch::manual_seed(7);
+  ExpectImported(out, models::MakeLlama(TinyLlama()), r.tensors, trained);
+  // A GPT file is not a Llama: the first missing tensor is named.
+  const std::string gpt_dir = TestDir("export_llama_gpt");
+  TrainOneStepAndSave([] { return testing::MakeModel(testing::ModelKind::kGpt); }, gpt_dir);
+  tools::ExportHf(gpt_dir, gpt_dir + "/gpt2.safetensors");
+  torch::nn::Sequential llama = models::MakeLlama(TinyLlama());
+  try {
+    tools::ImportHf(gpt_dir + "/gpt2.safetensors", llama);
+    FAIL() << "a GPT-2 file was imported into the Llama";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor model.embed_tokens.weight is missing"), std::string::npos) << e.what();
   }
 }
 

@@ -1,4 +1,5 @@
-// train: trains the GPT of models/ with zeropp's Trainer on the ranks the launcher started.
+// train: trains the GPT (or, with --model llama, the Llama) of models/ with zeropp's Trainer on the
+// ranks the launcher started.
 //
 //   ./zpp run --nproc-per-node 4 -- bazel-bin/tools/train --steps 100 --width 128
 //   ./zpp demo                   (the same with --demo: the main job's settings)
@@ -26,10 +27,11 @@
 #include "zeropp/cli/loopback_bound.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/run_checks.h"
 #include "absl/strings/str_cat.h"
-#include "tools/gpt2_safetensors.h"
+#include "tools/hf_safetensors.h"
 #include "tools/train_config.h"
 #include "zeropp/checkpoint/checkpoint.h"
 #include "zeropp/zeropp.h"
@@ -98,9 +100,9 @@ int Main(int argc, char** argv) {
   models::ByteCorpus held_out(std::vector<uint8_t>{});
   if (cfg.eval_every > 0) std::tie(corpus, held_out) = corpus.SplitTail(0.05);
   torch::manual_seed(cfg.seed);
-  auto model = models::MakeGpt(cfg.gpt);
+  auto model = cfg.model == "llama" ? models::MakeLlama(cfg.Llama()) : models::MakeGpt(cfg.gpt);
   if (!cfg.init_from.empty()) {
-    const int n = tools::ImportGpt2(cfg.init_from, model);
+    const int n = tools::ImportHf(cfg.init_from, model);
     if (lead) std::printf("INIT from %s: %d tensors\n", cfg.init_from.c_str(), n);
   }
   // One runtime for every layout: pp = 1 runs the zero3 schedule, pp > 1 a pipeline schedule.
@@ -125,7 +127,7 @@ int Main(int argc, char** argv) {
   if (lead) {
     std::printf("zeropp train: %s, %lld parameters, %s, schedule %s v=%d m=%lld U=%d, %lld tokens/step, corpus %s "
                 "(%lld bytes)\n",
-                cfg.gpt.ToString().c_str(), (long long)cfg.gpt.NumParameters(), to.layout.ToString().c_str(),
+                cfg.ModelDescription().c_str(), (long long)cfg.NumParameters(), to.layout.ToString().c_str(),
                 trainer->ScheduleName().c_str(), to.layout.pp > 1 ? to.pipeline.chunks : trainer->engine().num_units(),
                 (long long)microbatches, to.pipeline.unit_size, (long long)tokens_per_step, cfg.data_dir.c_str(),
                 (long long)corpus.size());

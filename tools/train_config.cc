@@ -158,6 +158,12 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"log-every", {false, [&](const std::string& v) { c.log_every = i64("log-every", v, 1); }}},
       {"eval-every", {false, [&](const std::string& v) { c.eval_every = i64("eval-every", v, 0); }}},
       {"eval-batches", {false, [&](const std::string& v) { c.eval_batches = i64("eval-batches", v, 1); }}},
+      {"model", {false, [&](const std::string& v) {
+         if (v != "gpt" && v != "llama") throw std::invalid_argument("model: got '" + v + "', expected gpt or llama");
+         c.model = v;
+       }}},
+      {"kv-heads", {false, [&](const std::string& v) { c.kv_heads = i64("kv-heads", v, 1, kIntMax); }}},
+      {"ffn", {false, [&](const std::string& v) { c.ffn = i64("ffn", v, 1, kIntMax); }}},
       {"vocab", {false, [&](const std::string& v) { c.gpt.vocab = i64("vocab", v, 1, kIntMax); }}},
       {"context", {false, [&](const std::string& v) { c.gpt.context = i64("context", v, 1, kIntMax); }}},
       {"width", {false, [&](const std::string& v) { c.gpt.width = i64("width", v, 1, kIntMax); }}},
@@ -217,9 +223,31 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
     throw std::invalid_argument(absl::StrCat("vocab: got ", c.gpt.vocab,
                                              ", expected >= 256 (the byte corpus's tokens are 0..255)"));
   }
-  c.gpt.Validate();
+  if (c.model == "llama") {
+    c.Llama().Validate();
+  } else {
+    if (c.kv_heads > 0) throw std::invalid_argument(absl::StrCat("kv-heads: got ", c.kv_heads, ", expected --model llama too"));
+    if (c.ffn > 0) throw std::invalid_argument(absl::StrCat("ffn: got ", c.ffn, ", expected --model llama too"));
+    c.gpt.Validate();
+  }
   return c;
 }
+
+models::LlamaConfig TrainConfig::Llama() const {
+  models::LlamaConfig l;
+  l.vocab = gpt.vocab;
+  l.context = gpt.context;
+  l.width = gpt.width;
+  l.depth = gpt.depth;
+  l.heads = gpt.heads;
+  l.kv_heads = kv_heads;
+  l.ffn = ffn;
+  return l;
+}
+
+std::string TrainConfig::ModelDescription() const { return model == "llama" ? Llama().ToString() : gpt.ToString(); }
+
+int64_t TrainConfig::NumParameters() const { return model == "llama" ? Llama().NumParameters() : gpt.NumParameters(); }
 
 void TrainConfig::Resolve(int world_size) {
   std::string err = trainer.Resolve(world_size);
@@ -237,7 +265,10 @@ void TrainConfig::Resolve(int world_size) {
 void TrainConfig::CheckMemoryEstimate(int local_ranks) const {
   // Doubles: absurd sizes must not overflow the estimate that refuses them.
   const double w = static_cast<double>(gpt.width), d = static_cast<double>(gpt.depth);
-  const double params = 12.0 * w * w * d + static_cast<double>(gpt.vocab) * w + static_cast<double>(gpt.context) * w;
+  // The same estimate as the model's own count, in doubles (sizes can be absurd here).
+  const double ffn_w = model == "llama" ? static_cast<double>(Llama().Ffn()) : 4 * w;
+  const double params = (4 * w * w + 2 * w * ffn_w + (model == "llama" ? w * ffn_w : 0)) * d +
+                        static_cast<double>(gpt.vocab) * w * (model == "llama" ? 2 : 1) + static_cast<double>(gpt.context) * w;
   const double build = params * 4;  // every rank builds the full fp32 model before sharding
   const int shards = std::max(1, trainer.layout.zero) * std::max(1, trainer.layout.pp);
   const double state = params * 16 / shards;

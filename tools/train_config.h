@@ -13,13 +13,17 @@
 #include <vector>
 
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "zeropp/trainer_options.h"
 
 namespace zeropp {
 namespace tools {
 
 struct TrainConfig {
-  models::GptConfig gpt;
+  std::string model = "gpt";   // "gpt" (GPT-2 style) or "llama" (RMSNorm, rotary, SwiGLU, GQA)
+  models::GptConfig gpt;       // the sizes both models share: vocab, context, width, depth, heads
+  int64_t kv_heads = 0;        // llama: key/value heads (0 = heads)
+  int64_t ffn = 0;             // llama: SwiGLU hidden size (0 = Llama's 8/3 * width rule)
   TrainerOptions trainer;      // layout, engine, pipeline, lr schedule, microbatches per step
   int64_t steps = 100;
   int64_t micro_batch = 8;     // sequences per micro-batch per rank
@@ -37,7 +41,11 @@ struct TrainConfig {
   int keep = 0;                // > 0: keep only the newest N checkpoints
   bool async_save = false;     // write checkpoints in the background while training goes on
   std::string resume;          // "auto": save_dir's latest if there is one; else a checkpoint path
-  std::string init_from;       // a GPT-2 safetensors file (Hugging Face names) to start from
+  std::string init_from;       // a Hugging Face GPT-2 or Llama safetensors file to start from
+
+  models::LlamaConfig Llama() const;  // the llama model's sizes
+  std::string ModelDescription() const;
+  int64_t NumParameters() const;
 
   // Parses argv (without the program name). Throws std::invalid_argument naming the field.
   static TrainConfig Parse(const std::vector<std::string>& args);

@@ -37,8 +37,9 @@ inline int RunMain(int argc, char** argv, int (*body)(int, char**)) {
       std::ofstream(path) << log_text << "\n";
       msg += " (backtrace in " + path + ")";
     }
-    const bool launched = std::getenv("ZEROPP_LAUNCHER") != nullptr;  // zpp run prefixes lines itself
-    std::fprintf(stderr, "error: %s%s\n", launched ? "" : tag.c_str(), msg.c_str());
+    // zpp run prefixes lines itself; a program run alone (export, diagnose) has no rank to name.
+    const bool launched = std::getenv("ZEROPP_LAUNCHER") != nullptr;
+    std::fprintf(stderr, "error: %s%s\n", launched || !rank_env ? "" : tag.c_str(), msg.c_str());
     return 1;
   };
   FlightRecorder::DumpOnTermination();

@@ -1,4 +1,4 @@
-#include "tools/gpt2_safetensors.h"
+#include "tools/hf_safetensors.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -17,7 +17,9 @@
 namespace zeropp {
 namespace tools {
 
-Gpt2Name ToGpt2Name(const std::string& n) {
+namespace {
+
+HfName Gpt2Name(const std::string& n) {
   static const std::map<std::string, std::pair<std::string, bool>> kBlock = {
       {"ln1.weight", {"ln_1.weight", false}},          {"ln1.bias", {"ln_1.bias", false}},
       {"ln2.weight", {"ln_2.weight", false}},          {"ln2.bias", {"ln_2.bias", false}},
@@ -38,12 +40,50 @@ Gpt2Name ToGpt2Name(const std::string& n) {
   throw std::invalid_argument("gpt2 names: '" + n + "' is not a parameter of the bundled GPT");
 }
 
-int ExportGpt2(const std::string& ckpt, const std::string& out) {
+HfName LlamaName(const std::string& n) {
+  static const std::map<std::string, std::string> kLayer = {
+      {"attn_norm.weight", "input_layernorm.weight"},  {"mlp_norm.weight", "post_attention_layernorm.weight"},
+      {"attn.q.weight", "self_attn.q_proj.weight"},    {"attn.k.weight", "self_attn.k_proj.weight"},
+      {"attn.v.weight", "self_attn.v_proj.weight"},    {"attn.o.weight", "self_attn.o_proj.weight"},
+      {"mlp.gate.weight", "mlp.gate_proj.weight"},     {"mlp.up.weight", "mlp.up_proj.weight"},
+      {"mlp.down.weight", "mlp.down_proj.weight"}};
+  if (n == "embed.weight") return {"model.embed_tokens.weight", false};
+  if (n == "head.norm.weight") return {"model.norm.weight", false};
+  if (n == "head.proj.weight") return {"lm_head.weight", false};
+  static const std::regex kLayerName(R"(layer(\d+)\.(.+))");
+  std::smatch m;
+  if (std::regex_match(n, m, kLayerName)) {
+    auto it = kLayer.find(m[2].str());
+    if (it != kLayer.end()) return {absl::StrCat("model.layers.", m[1].str(), ".", it->second), false};
+  }
+  throw std::invalid_argument("llama names: '" + n + "' is not a parameter of the bundled Llama");
+}
+
+}  // namespace
+
+const char* HfFamilyName(HfFamily f) { return f == HfFamily::kGpt2 ? "gpt2" : "llama"; }
+
+HfFamily HfFamilyOf(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    if (n == "embed.wte.weight") return HfFamily::kGpt2;
+    if (n == "embed.weight") return HfFamily::kLlama;
+  }
+  throw std::invalid_argument("hf names: the model has neither embed.wte.weight (GPT) nor embed.weight (Llama)");
+}
+
+HfName ToHfName(HfFamily family, const std::string& n) {
+  return family == HfFamily::kGpt2 ? Gpt2Name(n) : LlamaName(n);
+}
+
+ExportResult ExportHf(const std::string& ckpt, const std::string& out) {
   const checkpoint::Reader reader(ckpt);
+  std::vector<std::string> names;
+  for (const auto& kv : reader.model_shapes()) names.push_back(kv.first);
+  ExportResult r{HfFamilyOf(names)};
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const auto& [name, shape] : reader.model_shapes()) {
     if (!reader.Has(name)) continue;  // a tied registration, saved under its first name
-    const Gpt2Name g = ToGpt2Name(name);
+    const HfName g = ToHfName(r.family, name);
     if (g.name.empty()) continue;
     at::Tensor t = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
     reader.Read(name, shape, 0, t.numel(), t.data_ptr<float>());
@@ -53,10 +93,11 @@ int ExportGpt2(const std::string& ckpt, const std::string& out) {
   const std::string tmp = out + ".tmp";
   checkpoint::WriteSafetensors(tmp, tensors, {{"format", "pt"}});
   if (std::rename(tmp.c_str(), out.c_str()) != 0) throw std::runtime_error(out + ": rename failed");
-  return static_cast<int>(tensors.size());
+  r.tensors = static_cast<int>(tensors.size());
+  return r;
 }
 
-int ImportGpt2(const std::string& path, torch::nn::Sequential& model) {
+int ImportHf(const std::string& path, torch::nn::Sequential& model) {
   checkpoint::SafetensorsFile f;
   try {
     f = checkpoint::ReadSafetensorsHeader(path);
@@ -64,13 +105,16 @@ int ImportGpt2(const std::string& path, torch::nn::Sequential& model) {
     throw std::invalid_argument(absl::StrCat("init-from: ", e.what()));
   }
   int read = 0;
+  std::vector<std::string> names;
+  for (const auto& kv : model->named_parameters(/*recurse=*/true)) names.push_back(kv.key());
+  const HfFamily family = HfFamilyOf(names);
   std::vector<const void*> seen;
   c10::NoGradGuard no_grad;
   for (auto& kv : model->named_parameters(/*recurse=*/true)) {
     at::Tensor p = kv.value();
     if (std::find(seen.begin(), seen.end(), p.unsafeGetTensorImpl()) != seen.end()) continue;  // tied
     seen.push_back(p.unsafeGetTensorImpl());
-    const Gpt2Name g = ToGpt2Name(kv.key());
+    const HfName g = ToHfName(family, kv.key());
     if (g.name.empty()) continue;
     int i = f.Find(g.name);
     if (i < 0) i = f.Find("transformer." + g.name);  // transformers' GPT2LMHeadModel prefix
