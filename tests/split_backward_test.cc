@@ -123,9 +123,45 @@ TEST_F(SplitBackwardTest, MiddleChunkMatchesOneBackwardAndDefersEveryMatmulWeigh
   split.RunWeightPass();
   for (auto& [p, v] : saved) p.data().copy_(v);
   const Grads got = Snapshot(seq_);
+  for (auto& kv : seq_->named_parameters()) {
+    // W adds into .grad without recording history (a recorded in-place product would chain the
+    // micro-batch's whole graph to .grad and keep it alive).
+    if (kv.value().grad().defined()) EXPECT_FALSE(kv.value().grad().requires_grad()) << kv.key();
+  }
   for (const auto& [name, g] : ref) {
     EXPECT_FALSE(at::isnan(got.at(name)).any().item<bool>()) << name << ": W read a weight";
     EXPECT_TRUE(at::allclose(got.at(name), g, 1e-5, 1e-7))
+        << name << ": max diff " << (got.at(name) - g).abs().max().item<float>();
+  }
+}
+
+// As in training, where .grad is the engine's gradient buffer (defined, accumulating across
+// micro-batches): W adds each linear weight's gradient with one product into it, and two
+// micro-batches accumulate to what two ordinary backwards give.
+TEST_F(SplitBackwardTest, WeightPassAccumulatesIntoExistingGradients) {
+  for (int mb = 0; mb < 2; ++mb) {
+    at::Tensor x = embedded_.clone().requires_grad_(true);
+    torch::autograd::backward({RunChunk(seq_, 1, x, target_)});
+  }
+  const Grads ref = Snapshot(seq_);
+  for (auto& p : seq_->parameters()) p.mutable_grad() = at::zeros_like(p);
+  std::vector<const void*> buffers;
+  for (auto& p : seq_->parameters()) buffers.push_back(p.grad().data_ptr());
+  for (int mb = 0; mb < 2; ++mb) {
+    at::Tensor x = embedded_.clone().requires_grad_(true);
+    SplitBackward split;
+    split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
+    ASSERT_TRUE(split.split());
+    split.RunWeightPass();
+  }
+  size_t i = 0;
+  for (auto& kv : seq_->named_parameters()) {
+    EXPECT_EQ(kv.value().grad().data_ptr(), buffers[i++]) << kv.key() << ": .grad was replaced, not added into";
+    EXPECT_FALSE(kv.value().grad().requires_grad()) << kv.key() << ": .grad recorded history";
+  }
+  const Grads got = Snapshot(seq_);
+  for (const auto& [name, g] : ref) {
+    EXPECT_TRUE(at::allclose(got.at(name), g, 1e-5, 1e-6))
         << name << ": max diff " << (got.at(name) - g).abs().max().item<float>();
   }
 }

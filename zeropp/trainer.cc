@@ -14,6 +14,7 @@
 #include "scheduler/runtime/stage_partition.h"
 #include "scheduler/trace.h"
 #include "zeropp/checkpoint/checkpoint.h"
+#include "zeropp/host_allocator.h"
 #include "zeropp/unit_plan.h"
 #include "zeropp/zeropp.h"
 
@@ -116,6 +117,7 @@ Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups
 }
 
 void Trainer::Build() {
+  if (options_.tune_host_allocator) TuneHostAllocator();
   options_.layout = groups_->config();  // the groups were made for their layout
   LayoutPlan plan = WithRank(groups_->rank(), [&] {
     const std::string err = options_.Resolve(groups_->world().size());

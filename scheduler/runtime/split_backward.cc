@@ -5,12 +5,15 @@
 #include <unordered_map>
 #include <utility>
 
+#include <ATen/ops/mm.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/sum_to_size.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/generated/Functions.h>
 #include <torch/csrc/autograd/variable.h>
 
 namespace zeropp {
@@ -43,6 +46,20 @@ class CaptureHook : public torch::autograd::FunctionPreHook {
   std::shared_ptr<Slot> slot_;
 };
 
+// Frees a node's saved tensors as soon as it has run in B (what the engine does for every node when
+// it does not keep the graph), so B's memory, and its cache footprint, shrinks as it goes.
+class ReleaseHook : public torch::autograd::FunctionPostHook {
+ public:
+  explicit ReleaseHook(Node* node) : node_(node) {}
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    node_->release_variables();
+    return outputs;
+  }
+
+ private:
+  Node* node_;  // the node this hook belongs to (it owns the hook)
+};
+
 // Node kinds whose weight outputs need the incoming gradient and saved activations only. Not layer
 // norm: its CPU backward takes gamma's data pointer even for dgamma alone, which fails once the
 // chunk's weights are freed (tried: "data is not allocated yet" in the pipeline parity test).
@@ -52,6 +69,88 @@ bool Deferrable(const Node& n) {
   if (colon != std::string::npos) name = name.substr(colon + 2);
   return name == "AddmmBackward0" || name == "MmBackward0" || name == "BmmBackward0" || name == "AddBackward0" ||
          name == "SubBackward0" || name == "MulBackward0";
+}
+
+// The gradient of a deferred node's output `i` (a weight edge) from the gradient that reached it,
+// computed directly from its saved tensors: one matrix product for a matmul, the gradient itself
+// (or a product) for an elementwise add/sub/mul. Undefined if the node is of another kind. Doing
+// this instead of one autograd call per node saves the engine's per-call graph walk, which grew
+// with the graph below each node (measured: W was 1.2x the weight work it does).
+// d(a @ b)/db = a^T @ g and d/da = g @ b^T, each computed in the memory order of the operand it is
+// the gradient of (a transposed weight view gets a transposed product), as autograd's own matmul
+// backward does, so the accumulation into .grad stays a contiguous add.
+bool Transposed(const std::vector<c10::SymInt>& strides) {
+  return strides.size() == 2 && strides[0] == 1 && strides[1] != 1;
+}
+at::Tensor MatmulGradA(const at::Tensor& g, const at::Tensor& b, bool a_transposed) {
+  return a_transposed ? at::mm(b, g.t()).t() : at::mm(g, b.t());
+}
+at::Tensor MatmulGradB(const at::Tensor& g, const at::Tensor& a, bool b_transposed) {
+  return b_transposed ? at::mm(g.t(), a).t() : at::mm(a.t(), g);
+}
+
+// The gradient of a deferred node's output `i` (a weight edge) from the gradient that reached it,
+// computed directly from its saved tensors: one matrix product for a matmul, the gradient itself
+// (or a product) for an elementwise add/sub/mul. Undefined if the node is of another kind. Doing
+// this instead of one autograd call per node saves the engine's per-call setup and graph walk.
+at::Tensor WeightGrad(const std::shared_ptr<Node>& node, size_t i, const at::Tensor& g) {
+  namespace gen = torch::autograd::generated;
+  Node* n = node.get();
+  if (auto* f = dynamic_cast<gen::MmBackward0*>(n)) {
+    if (f->self_layout != at::kStrided || f->mat2_layout != at::kStrided) return at::Tensor();
+    return i == 0 ? MatmulGradA(g, f->mat2_.unpack(node), false)
+                  : MatmulGradB(g, f->self_.unpack(node), Transposed(f->mat2_sym_strides));
+  }
+  if (auto* f = dynamic_cast<gen::AddmmBackward0*>(n)) {
+    if (f->mat1_layout != at::kStrided || f->mat2_layout != at::kStrided) return at::Tensor();
+    if (i == 0) return f->beta.equal(1) ? g : g * f->beta;
+    at::Tensor r = i == 1 ? MatmulGradA(g, f->mat2_.unpack(node), Transposed(f->mat1_sym_strides))
+                          : MatmulGradB(g, f->mat1_.unpack(node), Transposed(f->mat2_sym_strides));
+    return f->alpha.equal(1) ? r : r * f->alpha;
+  }
+  if (auto* f = dynamic_cast<gen::AddBackward0*>(n)) return i == 0 || f->alpha.equal(1) ? g : g * f->alpha;
+  if (auto* f = dynamic_cast<gen::SubBackward0*>(n)) return i == 0 ? g : -(f->alpha.equal(1) ? g : g * f->alpha);
+  if (auto* f = dynamic_cast<gen::MulBackward0*>(n)) {
+    return i == 0 ? g * f->other_.unpack(node).conj() : g * f->self_.unpack(node).conj();
+  }
+  return at::Tensor();  // BmmBackward0 and the rest: through autograd
+}
+
+bool NoHooks(Node& n) {
+  return n.pre_hooks().empty() && n.tensor_pre_hooks().empty() && n.retains_grad_hooks().empty() &&
+         n.post_hooks().empty();
+}
+
+// Where W may add a weight gradient straight into a parameter's .grad, as AccumulateGrad would (in
+// place): the edge leads to the parameter's accumulator, directly or through one transpose, nothing
+// watches either node, and .grad exists with the parameter's dtype and a dense layout. Returns
+// nullptr otherwise (autograd then accumulates). `transposed`: the edge's input is the .grad's
+// transpose.
+at::Tensor* DirectGradTarget(const Edge& e, bool* transposed) {
+  Node* n = e.function.get();
+  *transposed = false;
+  if (auto* t = dynamic_cast<torch::autograd::generated::TBackward0*>(n)) {
+    if (!NoHooks(*t) || t->num_outputs() != 1) return nullptr;
+    n = t->next_edge(0).function.get();
+    *transposed = true;
+  }
+  auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(n);
+  if (acc == nullptr || !NoHooks(*acc) || acc->tensor_post_acc_grad_hooks() != nullptr) return nullptr;
+  at::Tensor& grad = acc->variable.mutable_grad();
+  if (!grad.defined() || grad.scalar_type() != acc->variable.scalar_type() || !grad.is_contiguous() ||
+      grad.layout() != at::kStrided) {
+    return nullptr;
+  }
+  return &grad;
+}
+
+// As the engine does with a node's outputs: reduce a broadcast gradient to the input's shape and
+// cast it to the input's dtype.
+at::Tensor FitTo(const Edge& e, at::Tensor g) {
+  const auto& meta = e.function->input_metadata(e.input_nr);
+  if (!meta.is_same_shape(g)) g = g.sum_to_size(C10_AS_INTARRAYREF_SLOW(meta.shape_as_dim_vector()));
+  if (g.scalar_type() != c10::typeMetaToScalarType(meta.dtype())) g = g.to(c10::typeMetaToScalarType(meta.dtype()));
+  return g;
 }
 
 struct Info {
@@ -105,6 +204,7 @@ struct SplitBackward::State {
     std::shared_ptr<Node> node;
     std::shared_ptr<Slot> slot;
     edge_list weight_edges;
+    std::vector<size_t> weight_outputs;  // each weight edge's index among the node's outputs
   };
   std::vector<Boundary> deferred;
   edge_list early_edges;  // weight edges whose gradients B already computed
@@ -152,17 +252,24 @@ at::Tensor SplitBackward::RunInputPass(const at::Tensor& root, const at::Tensor&
   for (Node* n : order) {
     if (!info.at(n).reach_x) continue;
     edge_list weight_edges;
-    for (const Edge& e : n->next_edges()) {
-      if (is_weight_edge(e)) weight_edges.push_back(e);
+    std::vector<size_t> weight_outputs;
+    for (size_t i = 0; i < n->num_outputs(); ++i) {
+      if (!is_weight_edge(n->next_edge(i))) continue;
+      weight_edges.push_back(n->next_edge(i));
+      weight_outputs.push_back(i);
     }
-    if (weight_edges.empty()) continue;
+    if (weight_edges.empty()) {
+      if (n != x_edge.function.get()) n->add_post_hook(std::make_unique<ReleaseHook>(n));
+      continue;
+    }
     if (Deferrable(*n)) {
       auto slot = std::make_shared<Slot>();
       n->add_pre_hook(std::make_unique<CaptureHook>(slot));
-      st->deferred.push_back({info.at(n).node, slot, std::move(weight_edges)});
+      st->deferred.push_back({info.at(n).node, slot, std::move(weight_edges), std::move(weight_outputs)});
       runs_in_w[n] = true;
     } else {
       outputs.insert(outputs.end(), weight_edges.begin(), weight_edges.end());
+      n->add_post_hook(std::make_unique<ReleaseHook>(n));
     }
   }
   variable_list got = torch::autograd::Engine::get_default_engine().execute(
@@ -187,9 +294,47 @@ void SplitBackward::RunWeightPass() {
   weight_done_ = true;
   if (!split_) return;
   auto& engine = torch::autograd::Engine::get_default_engine();
+  // The products below must not record autograd history (the engine runs nodes without it too):
+  // an in-place product into .grad under grad mode would chain every step's graph to it.
+  c10::NoGradGuard no_grad;
   edge_list roots = std::move(st_->early_edges);
   variable_list grads = std::move(st_->early_grads);
   for (auto& b : st_->deferred) {
+    // The direct products, when every weight output of the node has one. A linear layer's weight
+    // gradient is accumulated by the product itself (addmm into .grad: no temporary, no second
+    // pass over it), which autograd's whole backward cannot do.
+    if (b.slot->grads.size() == 1 && b.slot->grads[0].defined()) {
+      const at::Tensor& g = b.slot->grads[0];
+      auto* mm = dynamic_cast<torch::autograd::generated::MmBackward0*>(b.node.get());
+      std::vector<at::Tensor> direct;
+      for (size_t j = 0; j < b.weight_outputs.size(); ++j) {
+        bool transposed = false;
+        at::Tensor* target = DirectGradTarget(b.weight_edges[j], &transposed);
+        if (mm != nullptr && b.weight_outputs[j] == 1 && target != nullptr && mm->self_layout == at::kStrided) {
+          const at::Tensor a = mm->self_.unpack(b.node);  // d(a @ mat2)/d mat2 = a^T g
+          if (transposed) {
+            target->addmm_(g.t(), a);
+          } else {
+            target->addmm_(a.t(), g);
+          }
+          direct.emplace_back();  // done
+          continue;
+        }
+        at::Tensor w = WeightGrad(b.node, b.weight_outputs[j], g);
+        if (!w.defined()) break;
+        direct.push_back(FitTo(b.weight_edges[j], std::move(w)));
+      }
+      if (direct.size() == b.weight_outputs.size()) {
+        for (size_t j = 0; j < direct.size(); ++j) {
+          if (!direct[j].defined()) continue;
+          roots.push_back(b.weight_edges[j]);
+          grads.push_back(std::move(direct[j]));
+        }
+        b.slot->grads.clear();
+        b.node->release_variables();
+        continue;
+      }
+    }
     edge_list from;
     variable_list in;
     for (size_t i = 0; i < b.slot->grads.size(); ++i) {

@@ -5,9 +5,13 @@
 // B sorts the graph once. Nodes on a path to the chunk's input carry the input gradient; an edge
 // from such a node into a subgraph that reaches parameters only is a weight edge, and a node owning
 // one is a boundary node (a matmul, a bias add, a layer norm). B runs autograd toward the input, so
-// boundary nodes skip their weight outputs; a pre-hook keeps the gradient that reached each of them.
-// W runs each boundary node again toward its weight edges only, then pushes those gradients through
-// the parameter-only subgraphs into the parameters' .grad (accumulating, as backward does).
+// boundary nodes skip their weight outputs; a pre-hook keeps the gradient that reached each of them,
+// and a post-hook frees every other input-path node's saved tensors as soon as it has run (as a
+// backward that does not keep the graph does). W computes each boundary node's weight outputs
+// directly from its saved tensors and the kept gradient (one matrix product per linear layer, added
+// into the weight's existing .grad by the product itself; the gradient itself for a bias add), then
+// pushes the rest through the parameter-only subgraphs into .grad (accumulating, as backward does).
+// Node kinds it cannot compute directly run through autograd, toward their weight edges only.
 //
 // Which boundary nodes are deferred: those whose weight outputs read saved activations and the
 // incoming gradient but never the weights (matmuls, elementwise add/sub/mul). So a chunk's weights
