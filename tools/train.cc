@@ -83,6 +83,7 @@ int Main(int argc, char** argv) {
                                "zeropp", "--chunks", "2", "--microbatches", "4", "--unit-size", "2",
                                "--micro-batch", "4", "--eval-every", "100", "--eval-batches", "8"});
   }
+  const double idle_rss_mb = ProcStatus("VmRSS:") / 1024.0;  // the process before any training state
   DistEnv env = DistEnv::FromEnvironment();
   tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
   cfg.Resolve(env.world_size);
@@ -186,8 +187,7 @@ int Main(int argc, char** argv) {
     if (step == start) first_loss = r.loss;
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
-      wait_us += r.gather_wait_us;
-      busy_us += r.gather_busy_us;
+      wait_us += r.gather_wait_us + r.reduce_wait_us;
     }
     last_loss = r.loss;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -243,14 +243,18 @@ int Main(int argc, char** argv) {
     const double bsecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
     const int64_t lo1 = cli::LoopbackTxBytes();
     const int64_t timed = cfg.steps - cfg.bench_warmup;
-    const double hidden =
-        MinOverRanks(groups->world(), busy_us > 0 ? 1.0 - static_cast<double>(wait_us) / busy_us : 0.0);
+    // Exposed communication: the time the training thread waited on gathers and reductions, as a
+    // share of the step (mean over ranks).
+    const double exposed = SumOverRanks(groups->world(), static_cast<double>(wait_us) / 1e6 / bsecs) / env.world_size;
+    const double tps = tokens_per_step * timed / bsecs;
+    const double net_rss = MaxOverRanks(groups->world(), PeakRssMb() - idle_rss_mb);
     if (lead) {
       std::printf("BENCH framework=zeropp ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
-                  "counted_bytes_per_rank_step=%.0f allgather_hidden=%.3f\n",
-                  env.world_size, tokens_per_step * timed / bsecs,
-                  static_cast<double>(lo1 - lo0) / timed / env.world_size, static_cast<double>(counted) / timed,
-                  hidden);
+                  "counted_bytes_per_rank_step=%.0f exposed_comm_share=%.3f model_flops_per_token=%.0f "
+                  "model_gflops=%.2f peak_rss_net_mb=%.0f\n",
+                  env.world_size, tps, static_cast<double>(lo1 - lo0) / timed / env.world_size,
+                  static_cast<double>(counted) / timed, exposed, cfg.ModelFlopsPerToken(),
+                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss);
     }
   }
   const double peak_rss_mb = MaxOverRanks(groups->world(), PeakRssMb());

@@ -224,6 +224,13 @@ void Engine::Unshard(int u) {
   unsharded_peak_ = std::max(unsharded_peak_, unsharded_live_);
 }
 
+void Engine::CountedWait(const std::shared_ptr<CommWork>& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  work->Wait();
+  reduce_wait_us_ +=
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void Engine::WaitForUnshard(int u) {
   const auto t0 = std::chrono::steady_clock::now();
   units_[u]->WaitForUnshard();
@@ -287,7 +294,7 @@ void Engine::FinishReductions(bool block) {
       left.push_back(std::move(p));
       continue;
     }
-    p.work->Wait();
+    CountedWait(p.work);
     units_[p.unit]->flat()->AccumulateGradShard(p.out);
     units_[p.unit]->FinishReduce();
     grad_live_ -= p.held_bytes;
@@ -305,6 +312,7 @@ StepMarks Engine::BeginStep() {
   }
   marks.reduce_scatters = reduce_scatters_;
   marks.gather_wait_us = gather_wait_us_;
+  marks.reduce_wait_us = reduce_wait_us_;
   return marks;
 }
 
@@ -330,19 +338,19 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
     const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
     if (cfg.dp > 1 && cfg.dp_mode == DpMode::kDp) {
-      dp.AllReduce(g, ReduceOp::kAvg)->Wait();
+      CountedWait(dp.AllReduce(g, ReduceOp::kAvg));
     } else if (zero1) {
       at::Tensor sub = at::empty({n}, g.options());
-      dp.ReduceScatter(sub, g, ReduceOp::kAvg)->Wait();
+      CountedWait(dp.ReduceScatter(sub, g, ReduceOp::kAvg));
       g.narrow(0, b, n).copy_(sub);
     }
     sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
     f->ReleaseGradShard(/*dirty=*/cfg.dp > 1);
   }
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
-  zero.AllReduce(norm_t)->Wait();
-  if (zero1) dp.AllReduce(norm_t)->Wait();
-  for (Communicator* g : norm_groups) g->AllReduce(norm_t)->Wait();
+  CountedWait(zero.AllReduce(norm_t));
+  if (zero1) CountedWait(dp.AllReduce(norm_t));
+  for (Communicator* g : norm_groups) CountedWait(g->AllReduce(norm_t));
   const double grad_norm = std::sqrt(norm_t.item<double>());
   float scale = 1.0f;
   if (options_.max_grad_norm > 0) {
@@ -364,12 +372,12 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     optimizer_.StepUnit(i, master, owned, scale);
     f->ReleaseGradShard(/*dirty=*/false);
     if (f->master_is_shard()) {
-      if (zero1) dp.AllGather(master, master.narrow(0, b, n).clone())->Wait();
+      if (zero1) CountedWait(dp.AllGather(master, master.narrow(0, b, n).clone()));
     } else {
       at::Tensor shard = f->AcquireShard();
       shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
       if (zero1) {
-        dp.AllGather(shard, shard.narrow(0, b, n).clone())->Wait();
+        CountedWait(dp.AllGather(shard, shard.narrow(0, b, n).clone()));
         master.copy_(shard);
       }
       f->ReleaseShard(/*dirty=*/true);
@@ -379,9 +387,9 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   if (swap_) swap_->Flush();
   // Report the loss averaged over every data-parallel rank.
   at::Tensor loss_t = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
-  for (Communicator* g : loss_sum_groups) g->AllReduce(loss_t)->Wait();
-  zero.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
-  if (cfg.dp > 1) dp.AllReduce(loss_t, ReduceOp::kAvg)->Wait();
+  for (Communicator* g : loss_sum_groups) CountedWait(g->AllReduce(loss_t));
+  CountedWait(zero.AllReduce(loss_t, ReduceOp::kAvg));
+  if (cfg.dp > 1) CountedWait(dp.AllReduce(loss_t, ReduceOp::kAvg));
 
   if (options_.memory_budget_bytes > 0) {
     // Enforce the budget from the engine's own accounting: resident model state, the peaks of
@@ -405,6 +413,7 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.gathers -= marks.gathers;
   r.reduce_scatters = reduce_scatters_ - marks.reduce_scatters;
   r.gather_wait_us = gather_wait_us_ - marks.gather_wait_us;
+  r.reduce_wait_us = reduce_wait_us_ - marks.reduce_wait_us;
   r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
   return r;
 }

@@ -78,6 +78,7 @@ struct StepResult {
   // time; 1 - exposed/busy is the share of all-gather time hidden behind compute.
   int64_t gather_wait_us = 0;
   int64_t gather_busy_us = 0;
+  int64_t reduce_wait_us = 0;  // time the training thread waited for gradient reductions
 };
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
@@ -90,7 +91,7 @@ inline offload::Tier ToTier(OffloadTarget t) {
 // Counters at the start of a step, so that FinishStep reports this step's share.
 struct StepMarks {
   CommStats zero, dp;
-  int64_t gathers = 0, reduce_scatters = 0, gather_wait_us = 0;
+  int64_t gathers = 0, reduce_scatters = 0, gather_wait_us = 0, reduce_wait_us = 0;
 };
 
 class Engine {
@@ -169,6 +170,8 @@ class Engine {
   torch::nn::SequentialImpl& model() { return *seq_; }
 
  private:
+  // Waits for `work`, counting the time as exposed reduction/collective wait (StepResult).
+  void CountedWait(const std::shared_ptr<CommWork>& work);
   void BuildUnits(const UnitPlan& plan);
   void AgreeOnModel();
   void InitializeShards();
@@ -201,6 +204,7 @@ class Engine {
   int64_t grad_live_ = 0, grad_peak_ = 0;
   int64_t reduce_scatters_ = 0;
   int64_t gather_wait_us_ = 0;
+  int64_t reduce_wait_us_ = 0;  // waits on reductions and the step's tail collectives
 };
 
 }  // namespace zeropp
