@@ -59,9 +59,11 @@ double PingPong(Communicator& pp, int64_t bytes, int iters) {
 int Main(int argc, char** argv) {
   std::string out = "/tmp/zpp-pipeline";
   int steps = 20;
+  double matmul_gflops = 0;  // one thread's fp32 matmul throughput (matmul_bench), for MFU
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--out")) out = argv[i + 1];
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--matmul-gflops")) matmul_gflops = std::atof(argv[i + 1]);
   }
   at::set_num_threads(1);
   DistEnv env = DistEnv::FromEnvironment();
@@ -99,8 +101,10 @@ int Main(int argc, char** argv) {
     std::printf("# pipeline bench: %s, pp=%d, micro-batch %lld x %lld tokens, m=%lld; p2p alpha %.0f us, beta %.2f GB/s, copy %.2f GB/s\n",
                 g.ToString().c_str(), pp, (long long)b, (long long)g.context, (long long)m, cost.inter.alpha_s * 1e6,
                 cost.inter.bytes_per_s / 1e9, cost.copy_bytes_per_s / 1e9);
-    std::printf("# %-18s %9s %9s %7s %8s %8s %8s %9s %9s %10s %9s %8s %8s\n", "schedule", "tok/s", "step_s", "sd_s",
-                "bubble", "formula", "sim_bub", "sim_step", "step/sim", "MB/step", "act_peak", "work_s", "heap_MB");
+    std::printf("# %-18s %9s %9s %7s %8s %8s %8s %9s %9s %10s %9s %8s %8s %6s\n", "schedule", "tok/s", "step_s", "sd_s",
+                "bubble", "formula", "sim_bub", "sim_step", "step/sim", "MB/step", "act_peak", "work_s", "heap_MB", "mfu");
+    std::printf("# MFU: model FLOP/s (6 x matmul parameters + 12 x depth x width x context per token) over %.1f GFLOP/s "
+                "x %d cores used\n", matmul_gflops, std::min<int>(pp, std::thread::hardware_concurrency()));
   }
   struct Run {
     std::string name;
@@ -136,6 +140,7 @@ int Main(int argc, char** argv) {
   std::map<std::string, Stats> measured;
   scheduler::CostModel calibrated = cost;
   bool have_calibration = false;
+  double step_overhead = 0;
   for (const Run& run : runs) {
     torch::manual_seed(1);
     auto model = models::MakeGpt(g);
@@ -214,6 +219,9 @@ int Main(int argc, char** argv) {
       calibrated.backward_s = b_mean > 0 ? b_mean * run.v : calibrated.backward_input_s + calibrated.backward_weight_s;
       calibrated.rank_compute_scale = scales;
       calibrated.optimizer_s = opt_mean;
+      // What a step costs outside the executor's actions (the loss's reduction, the step's setup):
+      // the calibration run's mean wall step minus its mean traced step, added to every prediction.
+      step_overhead = std::max(0.0, st.mean - trace_step);
       have_calibration = true;
     }
     if (lead) {
@@ -227,6 +235,7 @@ int Main(int argc, char** argv) {
       const scheduler::Schedule& sch = ex.schedule();
       scheduler::SimResult sim = scheduler::Simulate(sch, c);
       std::ofstream(out + "/" + tag + ".sim.json") << sim.ChromeTraceJson();
+      sim.step_s += step_overhead;
       scheduler::ValidationReport rep = scheduler::Validate(sch);
       int act_peak = 0;
       for (const auto& rr : rep.ranks) act_peak = std::max(act_peak, rr.peak_activations);
@@ -238,11 +247,16 @@ int Main(int argc, char** argv) {
         formula = scheduler::Simulate(sch, uni).bubble;  // ZeroPP: uniform-cost bubble of its schedule
       }
       const double tokens = static_cast<double>(b * m * g.context);
-      std::printf("  %-18s %9.0f %9.3f %7.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d %8.3f %8.1f\n", tag.c_str(),
+      const double flops_per_token = 6.0 * (12.0 * g.width * g.width * g.depth + g.vocab * g.width) +
+                                     12.0 * g.depth * g.width * g.context;
+      const double cores = std::min<int>(pp, std::thread::hardware_concurrency());
+      const double mfu = matmul_gflops > 0 ? tokens / st.mean * flops_per_token / 1e9 / (cores * matmul_gflops) : 0;
+      std::printf("  %-18s %9.0f %9.3f %7.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d %8.3f %8.1f %6.3f\n", tag.c_str(),
                   tokens / st.mean, st.mean, st.sd, measured_bubble, formula, sim.bubble, sim.step_s, st.mean / sim.step_s,
-                  bytes / 1e6, act_peak, busy_all / pp, heap_peak / 1e6);
+                  bytes / 1e6, act_peak, busy_all / pp, heap_peak / 1e6, mfu);
       if (&run == &runs.front()) {
-        std::printf("  (calibration run: the simulator's costs come from its traces; the other rows are predictions)\n");
+        std::printf("  (calibration run: the simulator's costs come from its traces, plus %.1f ms per step outside the "
+                    "executor; the other rows are predictions)\n", step_overhead * 1e3);
       } else {
         std::printf("RESULT pipeline %s%s_step_s=%.4f s reference=%.4f ratio=%.3f target=1.15 %s\n", prefix.c_str(),
                     tag.c_str(), st.mean, sim.step_s, st.mean / sim.step_s,

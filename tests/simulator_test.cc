@@ -8,6 +8,7 @@
 
 #include "scheduler/generators.h"
 #include "scheduler/simulator.h"
+#include "scheduler/trace.h"
 #include "scheduler/validator.h"
 
 namespace zeropp {
@@ -121,5 +122,29 @@ TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
 }
 
 }  // namespace
+// --profile's accounting: each traced kind lands in its own share; waits split off their actions.
+TEST(TimeSharesTest, EachKindLandsInItsShare) {
+  std::vector<TraceEvent> ev = {{0, "G0", "comm", 0.0, 0.1},           {0, "wait-gather F0.0", "comm", 0.1, 0.3},
+                                {0, "F0.0", "compute", 0.3, 1.3},      {0, "RA0.1", "p2p", 1.3, 1.5},
+                                {0, "wait-recv Bi0.0", "p2p", 1.5, 1.6}, {0, "R0.0", "compute", 1.6, 2.1},
+                                {0, "Bi0.0", "compute", 2.1, 3.1},     {0, "W0.0", "compute", 3.1, 3.6},
+                                {0, "B1.0", "compute", 3.6, 4.6},      {0, "RS0", "comm", 4.6, 4.7},
+                                {0, "SA0.0", "p2p", 4.7, 4.75},        {0, "OPT", "compute", 4.75, 5.0}};
+  TimeShares t;
+  t.Add(ev);
+  t.Add(ev);
+  EXPECT_EQ(t.steps, 2);
+  EXPECT_NEAR(t.forward, 2.0, 1e-9);
+  EXPECT_NEAR(t.recompute, 1.0, 1e-9);
+  EXPECT_NEAR(t.backward_input, 2.0, 1e-9);
+  EXPECT_NEAR(t.backward_weight, 1.0, 1e-9);
+  EXPECT_NEAR(t.backward, 2.0, 1e-9);
+  EXPECT_NEAR(t.optimizer, 0.5, 1e-9);
+  EXPECT_NEAR(t.wait_gather, 0.4, 1e-9);
+  EXPECT_NEAR(t.wait_transfer, 0.6, 1e-9);  // RA and wait-recv
+  EXPECT_NEAR(t.comm_calls, 0.5, 1e-9);     // G, RS, SA
+  EXPECT_NEAR(t.Accounted(), 10.0, 1e-9);
+}
+
 }  // namespace scheduler
 }  // namespace zeropp

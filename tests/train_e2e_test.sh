@@ -78,5 +78,22 @@ else
   fail "pipeline eval batches: rc=$rc $out"
 fi
 
+# --profile: every rank prints where its step time went; the shares add up to the step (100%, to
+# rounding), and under ZB-H1 the backward is split into Bi and W, with no whole B.
+out="$(timeout 300 "$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --width 32 --depth 2 --heads 2 --context 16 --micro-batch 2 \
+  --steps 4 --pp 2 --schedule zb-h1 --profile --log-every 10 2>&1)"; rc=$?
+ok=1
+for r in 0 1; do
+  line=$(grep -m1 "PROFILE rank=$r " <<<"$out") || { ok=0; continue; }
+  sum=$(grep -oP '[0-9.]+(?=%)' <<<"$line" | awk '{ s += $1 } END { printf "%.1f", s }')
+  awk -v s="$sum" 'BEGIN { exit (s >= 99.4 && s <= 100.6) ? 0 : 1 }' || ok=0
+  [[ "$line" == *"backward=0.0%"* && "$line" != *"backward_input=0.0%"* && "$line" != *"backward_weight=0.0%"* ]] || ok=0
+done
+if [[ $rc -eq 0 && $ok -eq 1 ]]; then
+  pass "--profile: both ranks' shares sum to 100% and split Bi/W under zb-h1"
+else
+  fail "--profile: rc=$rc $out"
+fi
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -163,7 +163,9 @@ int Main(int argc, char** argv) {
   auto t_step = t0;
   // Benchmark window: the steps after --bench-warmup, timed between barriers.
   auto tb = t0;
-  int64_t lo0 = 0, counted = 0, wait_us = 0, busy_us = 0;
+  int64_t lo0 = 0, counted = 0, wait_us = 0;
+  scheduler::TimeShares shares;  // --profile
+  double profiled_s = 0;
   // Fault injection for the restart test: ZEROPP_TEST_KILL="RANK:STEP" kills that rank (SIGKILL)
   // before that step, on the first start only.
   const char* kill_spec = std::getenv("ZEROPP_TEST_KILL");
@@ -183,7 +185,12 @@ int Main(int argc, char** argv) {
       corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, microbatches, cfg.gpt.context, cfg.seed, &xs[m],
                         &ys[m]);
     }
+    const auto step_t0 = std::chrono::steady_clock::now();
     StepResult r = trainer->Step(xs, ys, loss_fn);
+    if (cfg.profile && step > start) {  // the first step warms up
+      shares.Add(trainer->LastStepShares());
+      profiled_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0).count();
+    }
     if (step == start) first_loss = r.loss;
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
@@ -256,6 +263,20 @@ int Main(int argc, char** argv) {
                   static_cast<double>(counted) / timed, exposed, cfg.ModelFlopsPerToken(),
                   tps * cfg.ModelFlopsPerToken() / 1e9, net_rss);
     }
+  }
+  if (cfg.profile && shares.steps > 0) {
+    // Every rank reports its own: stages and ranks differ. Idle: the step's wall time not in any
+    // traced action (waiting at the step's start and end, the loss, the Python-free glue).
+    const double t = profiled_s;
+    auto pct = [&](double x) { return 100.0 * x / t; };
+    std::printf("PROFILE rank=%d steps=%d step_s=%.4f forward=%.1f%% backward=%.1f%% backward_input=%.1f%% "
+                "backward_weight=%.1f%% recompute=%.1f%% optimizer=%.1f%% wait_gather=%.1f%% wait_transfer=%.1f%% "
+                "comm_calls=%.1f%% idle=%.1f%%\n",
+                env.rank, shares.steps, t / shares.steps, pct(shares.forward), pct(shares.backward),
+                pct(shares.backward_input), pct(shares.backward_weight), pct(shares.recompute), pct(shares.optimizer),
+                pct(shares.wait_gather), pct(shares.wait_transfer), pct(shares.comm_calls),
+                pct(std::max(0.0, t - shares.Accounted())));
+    std::fflush(stdout);
   }
   const double peak_rss_mb = MaxOverRanks(groups->world(), PeakRssMb());
   if (lead) {

@@ -223,6 +223,12 @@ int64_t Trainer::Load(const std::string& path) {
 MemoryStats Trainer::Memory() const { return engine_->Memory(); }
 std::string Trainer::ScheduleText() const { return executor_->schedule().ToString(); }
 std::string Trainer::ScheduleName() const { return executor_->schedule().name; }
+scheduler::TimeShares Trainer::LastStepShares() const {
+  scheduler::TimeShares t;
+  t.Add(executor_->trace());
+  return t;
+}
+
 std::string Trainer::TraceJson() const { return scheduler::ChromeTraceJson(executor_->trace()); }
 
 }  // namespace zeropp

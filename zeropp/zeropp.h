@@ -33,6 +33,7 @@
 #include "zeropp/engine.h"
 #include "zeropp/process_groups.h"
 #include "zeropp/trainer_options.h"
+#include "scheduler/trace.h"
 
 namespace zeropp {
 namespace scheduler {
@@ -98,6 +99,8 @@ class Trainer {
   std::string ScheduleText() const;       // the schedule this rank runs, as text (schedule.h)
   std::string ScheduleName() const;
   std::string TraceJson() const;          // the last step's trace (Chrome trace JSON)
+  // Where the last step's time went on this rank (seconds per kind of action; --profile).
+  scheduler::TimeShares LastStepShares() const;
   ProcessGroups& groups() { return *groups_; }
   // Introspection for tests and benchmarks of this repository.
   const Engine& engine() const { return *engine_; }
