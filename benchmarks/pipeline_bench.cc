@@ -3,7 +3,9 @@
 // the formula, bytes per step, peak heap growth per rank, and the simulator's prediction. The
 // simulator is calibrated once, on the first run (ZB-H1: forward, Bi, W and optimizer times from
 // its traces) plus a measured point-to-point alpha/beta and copy rate, and then predicts the other
-// layouts. ZB-H1 vs 1F1B and split vs unsplit are judged on mean step times and their spread. Writes each rank's trace and the simulator's trace to
+// layouts. Every schedule's trainer lives at once and their steps alternate, so the machine's drift
+// over minutes falls on all alike. ZB-H1 vs 1F1B and split vs unsplit are judged on mean step
+// times against twice the standard error of their difference. Writes each rank's trace and the simulator's trace to
 // --out DIR (for ./zpp timeline). Run by benchmarks/pipeline.sh.
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/full.h>
@@ -141,9 +143,24 @@ int Main(int argc, char** argv) {
   scheduler::CostModel calibrated = cost;
   bool have_calibration = false;
   double step_overhead = 0;
+  // Every schedule's trainer is built first and the steps are interleaved (one step of each in
+  // turn), so that the machine's drift over minutes affects every schedule alike.
+  struct Live {
+    Run run;
+    torch::nn::Sequential model;
+    std::unique_ptr<Trainer> trainer;
+    double stage_param_bytes = 0;
+    bool whole_first = false;
+    std::vector<double> step_times;  // per measured step, the slowest rank's wall time
+    double bytes = 0, f_sum = 0, b_sum = 0, bi_sum = 0, w_sum = 0, busy = 0, opt = 0, trace_sum = 0;
+    int f_n = 0, b_n = 0, bi_n = 0, w_n = 0;
+  };
+  std::vector<Live> lives;
   for (const Run& run : runs) {
+    Live l;
+    l.run = run;
     torch::manual_seed(1);
-    auto model = models::MakeGpt(g);
+    l.model = models::MakeGpt(g);
     TrainerOptions to;
     to.layout = groups->config();
     to.pipeline.schedule = ParsePipelineSchedule("schedule", run.name);
@@ -153,47 +170,57 @@ int Main(int argc, char** argv) {
     to.pipeline.split_backward = run.split;
     to.pipeline.measure_heap = true;
     to.engine.adamw.lr = 1e-3f;
-    Trainer trainer(model.ptr(), *groups, to);
-    scheduler::Executor& ex = trainer.executor();
+    l.trainer = std::make_unique<Trainer>(l.model.ptr(), *groups, to);
+    scheduler::Executor& ex = l.trainer->executor();
     double my_param_bytes = 0;  // this rank's parameters, all chunks, in compute dtype
-    for (int k = 0; k < trainer.engine().num_units(); ++k) {
-      const auto* f = trainer.engine().unit(k).flat();
-      if (f && ex.stage_of_unit(k) % pp == env.rank) my_param_bytes += static_cast<double>(f->padded_numel()) * 4;
-    }
-    const double stage_param_bytes = SumOverRanks(groups->world(), my_param_bytes) / pp;
     int first_stage_units = 0;
-    for (int k = 0; k < trainer.engine().num_units(); ++k) first_stage_units += ex.stage_of_unit(k) == 0 ? 1 : 0;
-    const bool whole_first = run.split && first_stage_units < 2;
-    // Per measured step: wall time (slowest rank), bytes, and the trace's compute per kind.
-    std::vector<double> step_times;
-    double bytes = 0, f_sum = 0, b_sum = 0, bi_sum = 0, w_sum = 0, busy = 0, opt = 0, trace_sum = 0;
-    int f_n = 0, b_n = 0, bi_n = 0, w_n = 0;
-    for (int s = 0; s <= steps; ++s) {
-      std::vector<at::Tensor> xs(m), ys(m);
-      for (int64_t i = 0; i < m; ++i) corpus.MicroBatch(s, i, 0, 1, b, m, g.context, 7, &xs[i], &ys[i]);
+    for (int k = 0; k < l.trainer->engine().num_units(); ++k) {
+      const auto* f = l.trainer->engine().unit(k).flat();
+      if (f && ex.stage_of_unit(k) % pp == env.rank) my_param_bytes += static_cast<double>(f->padded_numel()) * 4;
+      first_stage_units += ex.stage_of_unit(k) == 0 ? 1 : 0;
+    }
+    l.stage_param_bytes = SumOverRanks(groups->world(), my_param_bytes) / pp;
+    l.whole_first = run.split && first_stage_units < 2;
+    lives.push_back(std::move(l));
+  }
+  for (int s = 0; s <= steps; ++s) {
+    std::vector<at::Tensor> xs(m), ys(m);
+    for (int64_t i = 0; i < m; ++i) corpus.MicroBatch(s, i, 0, 1, b, m, g.context, 7, &xs[i], &ys[i]);
+    for (Live& l : lives) {
+      scheduler::Executor& ex = l.trainer->executor();
       groups->world().Barrier()->Wait();
       auto t0 = Clock::now();
       const CommStats pp0 = groups->pp().Stats();
-      StepResult r = trainer.Step(xs, ys, loss_fn);
+      StepResult r = l.trainer->Step(xs, ys, loss_fn);
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (s == 0) continue;  // warm-up
-      step_times.push_back(MaxOverRanks(groups->world(), secs));
-      bytes += (r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + groups->pp().Stats().Since(pp0).TotalSent()) / steps;
-      trace_sum += ex.trace().empty() ? 0 : ex.trace().back().end_s;
+      l.step_times.push_back(MaxOverRanks(groups->world(), secs));
+      l.bytes += (r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + groups->pp().Stats().Since(pp0).TotalSent()) / steps;
+      l.trace_sum += ex.trace().empty() ? 0 : ex.trace().back().end_s;
       for (const auto& e : ex.trace()) {
         const double d = e.end_s - e.start_s;
         size_t letters = 0;  // an action prints as its kind's letters, then chunk.mb (schedule.h)
         while (letters < e.name.size() && std::isalpha(static_cast<unsigned char>(e.name[letters]))) ++letters;
         const std::string kind = e.name.substr(0, letters);
         const bool first_stage = env.rank == 0 && std::atoi(e.name.c_str() + letters) == 0;
-        if (e.name == "OPT") opt += d;
-        if (kind == "F" || kind == "R" || kind == "B" || kind == "Bi" || kind == "W") busy += d;
-        if (kind == "F" || kind == "R") f_sum += d, ++f_n;
-        if (kind == "B" || (kind == "Bi" && first_stage && whole_first)) b_sum += d, ++b_n;
-        if (kind == "Bi" && !(first_stage && whole_first)) bi_sum += d, ++bi_n;
-        if (kind == "W" && !(first_stage && whole_first)) w_sum += d, ++w_n;
+        if (e.name == "OPT") l.opt += d;
+        if (kind == "F" || kind == "R" || kind == "B" || kind == "Bi" || kind == "W") l.busy += d;
+        if (kind == "F" || kind == "R") l.f_sum += d, ++l.f_n;
+        if (kind == "B" || (kind == "Bi" && first_stage && l.whole_first)) l.b_sum += d, ++l.b_n;
+        if (kind == "Bi" && !(first_stage && l.whole_first)) l.bi_sum += d, ++l.bi_n;
+        if (kind == "W" && !(first_stage && l.whole_first)) l.w_sum += d, ++l.w_n;
       }
     }
+  }
+  for (Live& l : lives) {
+    const Run& run = l.run;
+    scheduler::Executor& ex = l.trainer->executor();
+    const double stage_param_bytes = l.stage_param_bytes;
+    const bool whole_first = l.whole_first;
+    const std::vector<double>& step_times = l.step_times;
+    const double bytes = l.bytes, f_sum = l.f_sum, b_sum = l.b_sum, bi_sum = l.bi_sum, w_sum = l.w_sum;
+    const double busy = l.busy, opt = l.opt, trace_sum = l.trace_sum;
+    const int f_n = l.f_n, b_n = l.b_n, bi_n = l.bi_n, w_n = l.w_n;
     auto mean = [&](double sum, int n) {
       const double all = SumOverRanks(groups->world(), n);
       return all > 0 ? SumOverRanks(groups->world(), sum) / all : 0.0;
@@ -254,7 +281,7 @@ int Main(int argc, char** argv) {
       std::printf("  %-18s %9.0f %9.3f %7.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d %8.3f %8.1f %6.3f\n", tag.c_str(),
                   tokens / st.mean, st.mean, st.sd, measured_bubble, formula, sim.bubble, sim.step_s, st.mean / sim.step_s,
                   bytes / 1e6, act_peak, busy_all / pp, heap_peak / 1e6, mfu);
-      if (&run == &runs.front()) {
+      if (&l == &lives.front()) {
         std::printf("  (calibration run: the simulator's costs come from its traces, plus %.1f ms per step outside the "
                     "executor; the other rows are predictions)\n", step_overhead * 1e3);
       } else {

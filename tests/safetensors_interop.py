@@ -10,12 +10,14 @@
                             reads the checkpoint into NPROC processes that each hold a Shard(0)
                             DTensor of every parameter (a world size the checkpoint was not saved
                             with), and every local shard equals ORIG's rows
-  llama EXPORT CORPUS CONTEXT WIDTH DEPTH HEADS KV_HEADS ZEROPP_EVAL_LOSS
-                            transformers' LlamaForCausalLM takes the exported Llama file with
-                            load_state_dict(strict=True) (every name and shape), and its loss on the
+  llama|gpt2 EXPORT CORPUS CONTEXT WIDTH DEPTH HEADS KV_HEADS ZEROPP_EVAL_LOSS
+                            transformers' LlamaForCausalLM (or GPT2LMHeadModel) takes the exported
+                            file with load_state_dict (every name and shape; GPT-2's causal-mask
+                            buffers aside), and its loss on the
                             held-out tail of the byte corpus (the last 5%, as the train CLI holds
                             out) is within 5% of zeropp's own held-out loss: the arithmetic
-                            (rotary, grouped heads, RMSNorm, SwiGLU) is the same
+                            (rotary, grouped heads, RMSNorm, SwiGLU; GPT-2's Conv1D layout and
+                            tied head) is the same
 Prints "N passed, N failed"."""
 import glob
 import json
@@ -137,23 +139,37 @@ def dcp_check(orig_path, ckpt, nproc):
     return 0 if ok else 1
 
 
-def llama_check(export, corpus, ctx, width, depth, heads, kv_heads, zeropp_loss):
+def hf_check(family, export, corpus, ctx, width, depth, heads, kv_heads, zeropp_loss):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=256, hidden_size=width, num_hidden_layers=depth, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, intermediate_size=(8 * width // 3 + 7) // 8 * 8,
-                      max_position_embeddings=ctx, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-                      attention_bias=False, mlp_bias=False, hidden_act="silu")
-    model = LlamaForCausalLM(cfg).eval()
+    if family == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        cfg = LlamaConfig(vocab_size=256, hidden_size=width, num_hidden_layers=depth, num_attention_heads=heads,
+                          num_key_value_heads=kv_heads, intermediate_size=(8 * width // 3 + 7) // 8 * 8,
+                          max_position_embeddings=ctx, rms_norm_eps=1e-6, rope_theta=10000.0,
+                          tie_word_embeddings=False, attention_bias=False, mlp_bias=False, hidden_act="silu")
+        model = LlamaForCausalLM(cfg).eval()
+        target, name = model, "LlamaForCausalLM"
+    else:
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = GPT2Config(vocab_size=256, n_positions=ctx, n_embd=width, n_layer=depth, n_head=heads,
+                         activation_function="gelu_new", layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0,
+                         attn_pdrop=0.0, tie_word_embeddings=True)
+        model = GPT2LMHeadModel(cfg).eval()
+        target, name = model.transformer, "GPT2LMHeadModel"  # GPT-2 files name the base model's tensors
     state = {k: torch.from_numpy(v) for k, v in load_file(export).items()}
     try:
-        model.load_state_dict(state, strict=True)
-        loaded = True
+        missing, unexpected = target.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith(("attn.bias", "attn.masked_bias"))]  # causal-mask buffers
+        loaded = not missing and not unexpected
+        if not loaded:
+            print(f"  load_state_dict: missing {missing[:4]}, unexpected {unexpected[:4]}")
     except RuntimeError as e:
         print(f"  load_state_dict: {str(e).splitlines()[0]}")
         loaded = False
+    if family != "llama":
+        model.tie_weights()
     names = sorted(f for f in glob.glob(os.path.join(corpus, "*")) if os.path.isfile(f))
     data = b"".join(open(f, "rb").read() for f in names)
     tail = np.frombuffer(data[len(data) - len(data) // 20:], dtype=np.uint8).astype(np.int64)
@@ -165,16 +181,16 @@ def llama_check(export, corpus, ctx, width, depth, heads, kv_heads, zeropp_loss)
         logits = model(input_ids=x).logits
         hf = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), y.reshape(-1)).item()
     ok = loaded and abs(hf - zeropp_loss) <= 0.05 * zeropp_loss and hf < 0.8 * np.log(256)
-    print(("PASS: " if ok else "FAIL: ") + f"transformers' LlamaForCausalLM loads the export strictly and its held-out "
-          f"loss {hf:.4f} is within 5% of zeropp's {zeropp_loss:.4f} (untrained: {np.log(256):.2f})")
+    print(("PASS: " if ok else "FAIL: ") + f"transformers' {name} loads the export (every tensor, no extra) and "
+          f"its held-out loss {hf:.4f} is within 5% of zeropp's {zeropp_loss:.4f} (untrained: {np.log(256):.2f})")
     print(f"{int(ok)} passed, {int(not ok)} failed")
     return 0 if ok else 1
 
 
 def main():
-    if sys.argv[1] == "llama":
+    if sys.argv[1] in ("llama", "gpt2"):
         a = sys.argv
-        return llama_check(a[2], a[3], *(int(v) for v in a[4:9]), float(a[9]))
+        return hf_check(a[1], a[2], a[3], *(int(v) for v in a[4:9]), float(a[9]))
     if sys.argv[1] == "dcp":
         return dcp_check(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if sys.argv[1] == "write":
