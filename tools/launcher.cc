@@ -1,10 +1,10 @@
 // launcher: `zpp run`, a torchrun-compatible launcher for one node's ranks.
 //
 //   launcher --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
-//            -- PROGRAM ARGS...
+//            [--socket-ifname IF] -- PROGRAM ARGS...
 //
 // Starts N processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT (and OMP_NUM_THREADS=1 unless set), prefixes every output line with "[rank K] ",
+// MASTER_PORT (and OMP_NUM_THREADS=1 unless set; GLOO_SOCKET_IFNAME with --socket-ifname), prefixes every output line with "[rank K] ",
 // and when any rank dies (non-zero exit or signal) stops the others (SIGTERM, then SIGKILL after
 // 5 s) and exits non-zero with one line naming the rank and how it died; with --max-restarts K
 // it starts all local ranks again instead, up to K times (torchrun's semantics; the ranks see
@@ -56,6 +56,7 @@ struct Args {
   std::string master_addr = "127.0.0.1";
   int master_port = -1;
   int max_restarts = 0;
+  std::string socket_ifname;  // --socket-ifname: GLOO_SOCKET_IFNAME for every rank
   std::vector<std::string> program;
 };
 
@@ -82,16 +83,19 @@ Args Parse(int argc, char** argv) {
       a.master_addr = value(f);
     } else if (f == "--master-port" || f == "--master_port") {
       a.master_port = ParseInt(f, value(f), 1, 65535);
+    } else if (f == "--socket-ifname" || f == "--socket_ifname") {
+      a.socket_ifname = value(f);
+      if (a.socket_ifname.empty()) Die("--socket-ifname: got '', expected a network interface name (see `ip addr`)");
     } else if (f == "--max-restarts" || f == "--max_restarts") {
       a.max_restarts = ParseInt(f, value(f), 0, 1000);
     } else if (f == "-h" || f == "--help") {
       std::printf(
           "usage: zpp run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-          "--master-port P] [--max-restarts K] -- PROGRAM ARGS...\n");
+          "--master-port P] [--socket-ifname IF] [--max-restarts K] -- PROGRAM ARGS...\n");
       std::exit(0);
     } else {
       Die("unknown flag '" + f + "' (expected --nproc-per-node, --nnodes, --node-rank, "
-          "--master-addr, --master-port, --max-restarts, then -- PROGRAM ARGS)");
+          "--master-addr, --master-port, --socket-ifname, --max-restarts, then -- PROGRAM ARGS)");
     }
   }
   for (; i < argc; ++i) a.program.push_back(argv[i]);
@@ -292,6 +296,7 @@ Outcome RunOnce(const Args& args, const std::string& program, int attempt) {
       setenv("MASTER_ADDR", args.master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(args.master_port).c_str(), 1);
       setenv("OMP_NUM_THREADS", "1", 0);
+      if (!args.socket_ifname.empty()) setenv("GLOO_SOCKET_IFNAME", args.socket_ifname.c_str(), 1);
       setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
       setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(args.max_restarts).c_str(), 1);
       std::vector<char*> av;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include <c10/util/intrusive_ptr.h>
 
@@ -18,10 +19,16 @@ class Store;
 
 namespace zeropp {
 
-// Creates a Gloo backend over `store` with one transport device (the host's default interface,
-// loopback when the hostname does not resolve) and one worker thread. Blocks until all `size`
+// Creates a Gloo backend over `store` with one transport device and one worker thread. The device
+// binds the interface named by GLOO_SOCKET_IFNAME (as PyTorch users set it; a bad name is refused
+// with std::invalid_argument naming it), else the local address that routes to MASTER_ADDR (so a
+// remote master never gets loopback), else the host name's address. Blocks until all `size`
 // ranks have connected or `timeout` passes; throws c10::Error naming the rank on failure.
 // Call on every rank of the group.
+// The local address (numeric) the kernel would use to reach `host` (a name or an address; a UDP
+// connect, nothing is sent); "" when `host` does not resolve or no route exists.
+std::string LocalAddressTowards(const std::string& host);
+
 c10::intrusive_ptr<c10d::Backend> MakeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store,
                                                   int rank, int size,
                                                   std::chrono::milliseconds timeout);
