@@ -4,7 +4,8 @@
 //            [--socket-ifname IF] -- PROGRAM ARGS...
 //
 // Starts N processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT (and OMP_NUM_THREADS=1 unless set; GLOO_SOCKET_IFNAME with --socket-ifname), prefixes every output line with "[rank K] ",
+// MASTER_PORT (and OMP_NUM_THREADS=1 and TORCH_CPP_LOG_LEVEL=FATAL unless set; GLOO_SOCKET_IFNAME
+// with --socket-ifname), prefixes every output line with "[rank K] ",
 // and when any rank dies (non-zero exit or signal) stops the others (SIGTERM, then SIGKILL after
 // 5 s) and exits non-zero with one line naming the rank and how it died; with --max-restarts K
 // it starts all local ranks again instead, up to K times (torchrun's semantics; the ranks see
@@ -296,6 +297,9 @@ Outcome RunOnce(const Args& args, const std::string& program, int attempt) {
       setenv("MASTER_ADDR", args.master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(args.master_port).c_str(), 1);
       setenv("OMP_NUM_THREADS", "1", 0);
+      // LibTorch's own log lines (a TCPStore connect retry prints a whole backtrace) stay off the
+      // terminal; the rank's own error line says what failed. Set TORCH_CPP_LOG_LEVEL=WARNING to see them.
+      setenv("TORCH_CPP_LOG_LEVEL", "FATAL", 0);
       if (!args.socket_ifname.empty()) setenv("GLOO_SOCKET_IFNAME", args.socket_ifname.c_str(), 1);
       setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
       setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(args.max_restarts).c_str(), 1);

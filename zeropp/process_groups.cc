@@ -31,7 +31,8 @@ std::unique_ptr<ProcessGroups> ProcessGroups::Create(const DistEnv& env, const P
         "[rank ", env.rank, "] rendezvous at MASTER_ADDR=", env.master_addr,
         " MASTER_PORT=", env.master_port, " failed: ",
         env.rank == 0 ? "rank 0 could not listen (is the port in use?): "
-                      : "could not reach rank 0's store in time: ",
+                      : absl::StrCat("could not reach rank 0's store within ",
+                                     options.rendezvous_timeout.count() / 1000.0, " s: "),
         first_line));
   }
   // Every rank announces itself; a missing rank is named instead of hanging in a backend.

@@ -18,6 +18,7 @@
 #include <string>
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include "zeropp/comm_work.h"
 #include "zeropp/flight_recorder.h"
@@ -42,6 +43,7 @@ inline int RunMain(int argc, char** argv, int (*body)(int, char**)) {
     std::fprintf(stderr, "error: %s%s\n", launched || !rank_env ? "" : tag.c_str(), msg.c_str());
     return 1;
   };
+  c10::initLogging();  // LibTorch's log level from TORCH_CPP_LOG_LEVEL (zpp run sets FATAL)
   FlightRecorder::DumpOnTermination();
   // A file-size limit or a full disk then fails the write with an error, not the process.
   std::signal(SIGXFSZ, SIG_IGN);
