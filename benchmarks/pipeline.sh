@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${ZPP_PIPELINE_OUT:-benchmarks/results/pipeline}"
+python3 -c "import matplotlib" 2>/dev/null || { echo "bench: installing matplotlib (timelines)" >&2; python3 -m pip install -q matplotlib; }
 bazel build -q //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench 2>/dev/null ||
   bazel build //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench
 # The MFU denominator, measured in this run: one thread's fp32 matmul throughput (the bench GPT's shapes

@@ -95,5 +95,22 @@ else
   fail "--profile: rc=$rc $out"
 fi
 
+# The trace of that run drawn by ./zpp timeline (matplotlib), with a second schedule beside it.
+if python3 -c "import matplotlib" 2>/dev/null; then
+  "$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --width 32 --depth 2 --heads 2 --context 16 --micro-batch 2 --steps 2 \
+    --pp 2 --schedule 1f1b --trace "$WORK/t1" --log-every 10 >/dev/null 2>&1
+  "$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --width 32 --depth 2 --heads 2 --context 16 --micro-batch 2 --steps 2 \
+    --pp 2 --schedule zb-h1 --trace "$WORK/t2" --log-every 10 >/dev/null 2>&1
+  out="$(python3 "$RUNFILES/tools/timeline.py" "$WORK"/t1.rank*.json --title 1F1B --vs "$WORK"/t2.rank*.json \
+    --vs-title ZB-H1 -o "$WORK/t.png" 2>&1)"; rc=$?
+  if [[ $rc -eq 0 && "$out" == *"4 lanes"* ]] && [[ "$(head -c 8 "$WORK/t.png" | od -An -tx1 | tr -d ' ')" == 89504e470d0a1a0a ]]; then
+    pass "timeline: two schedules' traces drawn side by side as a PNG ($out)"
+  else
+    fail "timeline: rc=$rc $out"
+  fi
+else
+  echo "SKIP: matplotlib is not installed (./zpp test installs it); the timeline case did not run"
+fi
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -1,81 +1,53 @@
 #!/usr/bin/env python3
-"""zpp timeline: draws the per-rank Gantt picture of Chrome trace JSON files (the executor's
-measured traces or the simulator's predictions) as a PNG, with the standard library only.
+"""zpp timeline: the per-rank Gantt picture of Chrome trace JSON files (the executor's measured
+traces or the simulator's predictions), drawn with matplotlib.
 
-  ./zpp timeline trace.rank0.json trace.rank1.json ... -o timeline.png
+  ./zpp timeline trace.rank0.json trace.rank1.json ... -o timeline.png [--title T] [--xmax MS]
+  ./zpp timeline a.rank*.json --vs b.rank*.json -o both.png --title "ZeroPP" --vs-title "1F1B"
 
-One lane per rank (the trace's tid). Compute on the upper band: forward blue, recomputed forward
-(at the start of a backward) light blue, backward (B and Bi) green, weight-gradient W teal, optimizer purple; communication on the lower band: gather/release
-orange, reduce-scatter red, point-to-point gray. White is idle.
+One lane per rank (the trace's tid), time in ms from the first event. Compute on the upper band:
+forward blue, recomputed forward light blue, backward (B and Bi) green, weight gradient W teal,
+optimizer purple; communication on the lower band: gather/release orange, reduce-scatter red,
+point-to-point gray; waits hatched. Blocks wide enough carry their micro-batch number. With --vs a
+second set of traces is drawn below on the same time axis, so that two schedules (a ZeroPP and a
+3D one, say) compare side by side; --xmax fixes the axis for pictures compared across files.
 """
 import argparse
 import json
-import struct
 import sys
-import zlib
 
 COLORS = {
-    "F": (52, 101, 164), "R": (114, 159, 207), "B": (78, 154, 6), "Bi": (78, 154, 6), "W": (6, 152, 154), "OPT": (117, 80, 123),
-    "G": (245, 121, 0), "X": (252, 175, 62), "RS": (204, 0, 0),
-    "SA": (136, 138, 133), "RA": (186, 189, 182), "SG": (136, 138, 133), "RG": (186, 189, 182),
+    "F": "#3465a4", "R": "#729fcf", "B": "#4e9a06", "Bi": "#4e9a06", "W": "#06989a", "OPT": "#75507b",
+    "G": "#f57900", "X": "#fcaf3e", "RS": "#cc0000",
+    "SA": "#888a85", "RA": "#babdb6", "SG": "#888a85", "RG": "#babdb6", "wait": "#ffffff",
 }
+LEGEND = [("forward", "F"), ("recompute", "R"), ("backward (B, Bi)", "B"), ("weight grad W", "W"),
+          ("optimizer", "OPT"), ("gather", "G"), ("release", "X"), ("reduce-scatter", "RS"),
+          ("point-to-point", "SA")]
 LOWER = {"G", "X", "RS", "SA", "RA", "SG", "RG"}
-# 3x5 glyphs for the labels.
-FONT = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001001001",
-    "8": "111101111101111", "9": "111101111001111", "R": "110101110101101", "A": "010101111101101",
-    "N": "101111111111101", "K": "101110100110101", "F": "111100110100100", "B": "110101110101110",
-    "W": "101101111111101", "G": "111100101101111", "S": "111100111001111", "P": "111101111100100",
-    "O": "111101101101111", "T": "111010010010010", "I": "111010010010111", "E": "111100110100111",
-    "D": "110101101101110", "L": "100100100100111", "M": "101111111101101", "X": "101101010101101",
-    " ": "000000000000000", "=": "000111000111000", ".": "000000000000010", "s": "000011110011110",
-    "m": "000110111101101", "Z": "111001010100111", "U": "101101101101111", "V": "101101101101010",
-    "C": "111100100100111", "H": "101101111101101", "Y": "101101010010010", "Q": "111101101111001",
-    "J": "001001001101111", "-": "000000111000000", "/": "001001010100100", "(": "010100100100010",
-    ")": "010001001001010", ",": "000000000010100", ":": "000010000010000", "%": "101001010100101",
-}
 
 
-def prefix(name):
-    for p in ("Bi", "OPT", "SA", "RA", "SG", "RG", "RS", "F", "R", "B", "W", "G", "X"):
-        if name.startswith(p):
-            return p
-    return None
+def kind(name):
+    """An action prints as its kind's letters, then chunk.mb (schedule.h); waits as 'wait-... ACTION'."""
+    if name.startswith("wait-"):
+        return "wait"
+    letters = ""
+    for c in name:
+        if not c.isalpha():
+            break
+        letters += c
+    return letters if letters in COLORS else None
 
 
-def text(img, w, x, y, s, color=(0, 0, 0), scale=2):
-    for ch in s:
-        g = FONT.get(ch, FONT[" "])
-        for i, bit in enumerate(g):
-            if bit == "1":
-                for dy in range(scale):
-                    for dx in range(scale):
-                        px, py = x + (i % 3) * scale + dx, y + (i // 3) * scale + dy
-                        if 0 <= px < w and 0 <= py < len(img):
-                            img[py][px] = color
-        x += 4 * scale
+def micro_batch(name):
+    """F0.3 -> '3' (the micro-batch), OPT -> ''."""
+    tail = name.split(" ")[-1]
+    return tail.split(".", 1)[1] if "." in tail else ""
 
 
-def write_png(path, img):
-    h, w = len(img), len(img[0])
-    raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in img)
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("traces", nargs="+")
-    ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--width", type=int, default=1600)
-    ap.add_argument("--title", default="")
-    a = ap.parse_args()
+def load(paths):
     events = []
-    for path in a.traces:
+    for path in paths:
         try:
             with open(path) as f:
                 events += json.load(f)["traceEvents"]
@@ -83,45 +55,72 @@ def main():
             sys.exit(f"zpp timeline: cannot read trace '{path}': {e}")
     if not events:
         sys.exit("zpp timeline: the traces hold no events")
+    return events
+
+
+def draw(ax, events, title, xmax):
     ranks = sorted({e["tid"] for e in events})
     t0 = min(e["ts"] for e in events)
-    t1 = max(e["ts"] + e["dur"] for e in events)
-    left, top, lane, band = 70, 40, 44, 26
-    w = a.width
-    h = top + lane * len(ranks) + 40
-    img = [[(255, 255, 255)] * w for _ in range(h)]
-    scale = (w - left - 10) / max(t1 - t0, 1e-9)
-    for i, r in enumerate(ranks):
-        y = top + i * lane
-        text(img, w, 6, y + 8, f"RANK {r}")
-        for x in range(left, w - 10):
-            img[y + lane - 4][x] = (230, 230, 230)
+    span_ms = (max(e["ts"] + e["dur"] for e in events) - t0) / 1000.0
     for e in events:
-        p = prefix(e["name"])
-        if p is None:
+        k = kind(e["name"])
+        if k is None:
             continue
-        i = ranks.index(e["tid"])
-        y0 = top + i * lane + (band if p in LOWER else 0)
-        y1 = y0 + (12 if p in LOWER else band - 2)
-        x0 = left + int((e["ts"] - t0) * scale)
-        x1 = max(x0 + 1, left + int((e["ts"] + e["dur"] - t0) * scale))
-        for y in range(y0, min(y1, h)):
-            row = img[y]
-            for x in range(x0, min(x1, w - 10)):
-                row[x] = COLORS[p]
-            if x1 - x0 > 3:
-                row[x0] = (255, 255, 255)
-    ms = (t1 - t0) / 1000.0
-    text(img, w, left, 10, (a.title.upper() + "  " if a.title else "") + f"{ms:.1f} ms")
-    x = left
-    for label, key in (("F", "F"), ("R", "R"), ("B", "B"), ("W", "W"), ("G", "G"), ("RS", "RS"), ("P2P", "SA"), ("OPT", "OPT")):
-        for yy in range(h - 24, h - 12):
-            for xx in range(x, x + 16):
-                img[yy][xx] = COLORS[key]
-        text(img, w, x + 20, h - 23, label)
-        x += 90
-    write_png(a.output, img)
-    print(f"zpp timeline: {len(events)} events, {len(ranks)} ranks, {ms:.1f} ms -> {a.output}")
+        lane = ranks.index(e["tid"])
+        x, w = (e["ts"] - t0) / 1000.0, e["dur"] / 1000.0
+        if k == "wait":  # a wait inside an action: hatched, on the band of what it waits for
+            low = "gather" not in e["name"]
+            y, h = (lane + 0.05, 0.3) if low else (lane + 0.4, 0.55)
+            ax.broken_barh([(x, w)], (y, h), facecolors="none", edgecolors="#555753", hatch="////", linewidth=0)
+            continue
+        y, h = (lane + 0.05, 0.3) if k in LOWER else (lane + 0.4, 0.55)
+        ax.broken_barh([(x, w)], (y, h), facecolors=COLORS[k], edgecolors="white", linewidth=0.3)
+        mb = micro_batch(e["name"])
+        if mb and k not in LOWER and w > span_ms / 120:
+            ax.text(x + w / 2, y + h / 2, mb, ha="center", va="center", fontsize=6, color="white")
+    ax.set_yticks([i + 0.5 for i in range(len(ranks))])
+    ax.set_yticklabels([f"rank {r}" for r in ranks])
+    ax.set_ylim(len(ranks), 0)
+    ax.set_xlim(0, xmax if xmax else span_ms * 1.01)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(f"{title}  ({span_ms:.1f} ms)" if title else f"{span_ms:.1f} ms", fontsize=10)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.5)
+    ax.set_axisbelow(True)
+    return len(ranks), span_ms
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--title", default="")
+    ap.add_argument("--vs", nargs="+", default=[], help="a second set of traces, drawn below on the same axis")
+    ap.add_argument("--vs-title", default="")
+    ap.add_argument("--xmax", type=float, default=0, help="the time axis' end in ms (0: the traces' span)")
+    ap.add_argument("--width", type=float, default=14, help="inches")
+    a = ap.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        sys.exit("zpp timeline: matplotlib is not installed (./zpp timeline installs it; or: pip install matplotlib)")
+    sets = [(load(a.traces), a.title)] + ([(load(a.vs), a.vs_title)] if a.vs else [])
+    lanes = [len({e["tid"] for e in ev}) for ev, _ in sets]
+    xmax = a.xmax or max((max(e["ts"] + e["dur"] for e in ev) - min(e["ts"] for e in ev)) / 1000.0 for ev, _ in sets) * 1.01
+    fig, axes = plt.subplots(len(sets), 1, figsize=(a.width, 0.9 + sum(0.55 * n + 0.6 for n in lanes)),
+                             gridspec_kw={"height_ratios": lanes}, squeeze=False, sharex=True)
+    total = 0
+    for ax, (ev, title) in zip(axes[:, 0], sets):
+        draw(ax, ev, title, xmax)
+        total += len(ev)
+    handles = [Patch(facecolor=COLORS[k], label=label) for label, k in LEGEND]
+    handles.append(Patch(facecolor="none", edgecolor="#555753", hatch="////", label="waiting"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(a.output, dpi=110)
+    print(f"zpp timeline: {total} events, {sum(lanes)} lanes -> {a.output}")
 
 
 if __name__ == "__main__":
