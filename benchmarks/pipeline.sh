@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ./zpp bench pipeline: each schedule on 4 local CPU ranks (pp=4, as the issue asks: 2 ranks share
 # a core, so idle time is partly filled by the neighbour; its RESULT lines say "oversubscribed") and
-# on 2 ranks (pp=2, a core each, so bubbles are real idle time), 20 steps each: mean step and spread,
+# on 2 ranks (pp=2, a core each, so bubbles are real idle time), 40 steps each: mean step and spread,
 # MFU against the matmul throughput measured here, the bubble against its formula, and the
 # simulator's prediction (calibrated once on the ZB-H1 run, predicting the others); timelines (measured and simulated) as PNG under
 # benchmarks/results/pipeline/pp<N>/.
@@ -20,7 +20,7 @@ for n in ${ZPP_PIPELINE_NPROC:-4 2}; do
   dir="$OUT/pp$n"
   mkdir -p "$dir"
   bazel-bin/tools/launcher --nproc-per-node "$n" -- bazel-bin/benchmarks/pipeline_bench --out "$dir" \
-    --steps "${ZPP_BENCH_STEPS:-20}" --matmul-gflops "$square" | sed 's/^\[rank 0\] //'
+    --steps "${ZPP_BENCH_STEPS:-40}" --matmul-gflops "$square" | sed 's/^\[rank 0\] //'
   for f in "$dir"/*.rank0.json; do
     tag="$(basename "$f" .rank0.json)"
     python3 tools/timeline.py "$dir/$tag".rank*.json -o "$dir/$tag.png" --title "$tag pp=$n measured" >/dev/null

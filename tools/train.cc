@@ -266,7 +266,7 @@ int Main(int argc, char** argv) {
   }
   if (cfg.profile && shares.steps > 0) {
     // Every rank reports its own: stages and ranks differ. Idle: the step's wall time not in any
-    // traced action (waiting at the step's start and end, the loss, the Python-free glue).
+    // traced action (the step's setup, the loss's reduction, waiting at its start and end).
     const double t = profiled_s;
     auto pct = [&](double x) { return 100.0 * x / t; };
     std::printf("PROFILE rank=%d steps=%d step_s=%.4f forward=%.1f%% backward=%.1f%% backward_input=%.1f%% "

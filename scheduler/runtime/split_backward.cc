@@ -71,11 +71,6 @@ bool Deferrable(const Node& n) {
          name == "SubBackward0" || name == "MulBackward0";
 }
 
-// The gradient of a deferred node's output `i` (a weight edge) from the gradient that reached it,
-// computed directly from its saved tensors: one matrix product for a matmul, the gradient itself
-// (or a product) for an elementwise add/sub/mul. Undefined if the node is of another kind. Doing
-// this instead of one autograd call per node saves the engine's per-call graph walk, which grew
-// with the graph below each node (measured: W was 1.2x the weight work it does).
 // d(a @ b)/db = a^T @ g and d/da = g @ b^T, each computed in the memory order of the operand it is
 // the gradient of (a transposed weight view gets a transposed product), as autograd's own matmul
 // backward does, so the accumulation into .grad stays a contiguous add.
@@ -114,6 +109,16 @@ at::Tensor WeightGrad(const std::shared_ptr<Node>& node, size_t i, const at::Ten
     return i == 0 ? g * f->other_.unpack(node).conj() : g * f->self_.unpack(node).conj();
   }
   return at::Tensor();  // BmmBackward0 and the rest: through autograd
+}
+
+// Whether WeightGrad computes every weight output of `n` (decided before any is added into .grad).
+bool DirectlyComputable(Node* n) {
+  namespace gen = torch::autograd::generated;
+  if (auto* f = dynamic_cast<gen::MmBackward0*>(n)) return f->self_layout == at::kStrided && f->mat2_layout == at::kStrided;
+  if (auto* f = dynamic_cast<gen::AddmmBackward0*>(n)) {
+    return f->mat1_layout == at::kStrided && f->mat2_layout == at::kStrided;
+  }
+  return dynamic_cast<gen::AddBackward0*>(n) || dynamic_cast<gen::SubBackward0*>(n) || dynamic_cast<gen::MulBackward0*>(n);
 }
 
 bool NoHooks(Node& n) {
@@ -300,17 +305,17 @@ void SplitBackward::RunWeightPass() {
   edge_list roots = std::move(st_->early_edges);
   variable_list grads = std::move(st_->early_grads);
   for (auto& b : st_->deferred) {
-    // The direct products, when every weight output of the node has one. A linear layer's weight
+    // The direct products, when the node is of a kind computed directly. A linear layer's weight
     // gradient is accumulated by the product itself (addmm into .grad: no temporary, no second
     // pass over it), which autograd's whole backward cannot do.
-    if (b.slot->grads.size() == 1 && b.slot->grads[0].defined()) {
+    if (b.slot->grads.size() == 1 && b.slot->grads[0].defined() && DirectlyComputable(b.node.get())) {
       const at::Tensor& g = b.slot->grads[0];
       auto* mm = dynamic_cast<torch::autograd::generated::MmBackward0*>(b.node.get());
       std::vector<at::Tensor> direct;
       for (size_t j = 0; j < b.weight_outputs.size(); ++j) {
         bool transposed = false;
         at::Tensor* target = DirectGradTarget(b.weight_edges[j], &transposed);
-        if (mm != nullptr && b.weight_outputs[j] == 1 && target != nullptr && mm->self_layout == at::kStrided) {
+        if (mm != nullptr && b.weight_outputs[j] == 1 && target != nullptr) {
           const at::Tensor a = mm->self_.unpack(b.node);  // d(a @ mat2)/d mat2 = a^T g
           if (transposed) {
             target->addmm_(g.t(), a);
@@ -320,20 +325,16 @@ void SplitBackward::RunWeightPass() {
           direct.emplace_back();  // done
           continue;
         }
-        at::Tensor w = WeightGrad(b.node, b.weight_outputs[j], g);
-        if (!w.defined()) break;
-        direct.push_back(FitTo(b.weight_edges[j], std::move(w)));
+        direct.push_back(FitTo(b.weight_edges[j], WeightGrad(b.node, b.weight_outputs[j], g)));
       }
-      if (direct.size() == b.weight_outputs.size()) {
-        for (size_t j = 0; j < direct.size(); ++j) {
-          if (!direct[j].defined()) continue;
-          roots.push_back(b.weight_edges[j]);
-          grads.push_back(std::move(direct[j]));
-        }
-        b.slot->grads.clear();
-        b.node->release_variables();
-        continue;
+      for (size_t j = 0; j < direct.size(); ++j) {
+        if (!direct[j].defined()) continue;  // already added into .grad
+        roots.push_back(b.weight_edges[j]);
+        grads.push_back(std::move(direct[j]));
       }
+      b.slot->grads.clear();
+      b.node->release_variables();
+      continue;
     }
     edge_list from;
     variable_list in;
