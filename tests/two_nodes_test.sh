@@ -23,7 +23,8 @@ losses() { grep -oP 'step +[0-9]+/[0-9]+ \S+ loss [0-9.]+' <<<"$1" | awk '{print
 
 ref="$(timeout 300 "$ZPP_LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${A[@]}" --steps 6 2>&1)"
 want="$(losses "$ref")"
-out="$(timeout 300 "$TWO" --nproc-per-node 2 -- "$TRAIN" "${A[@]}" --steps 6 2>&1)"; rc=$?
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/two_nodes.XXXXXX")"
+out="$(timeout 300 "$TWO" --nproc-per-node 2 -- "$TRAIN" "${A[@]}" --steps 6 --metrics "$WORK/m.jsonl" 2>&1)"; rc=$?
 got="$(losses "$(grep '^\[node 0\]' <<<"$out")")"
 summary="$(grep TWO_NODES <<<"$out")"
 if [[ $rc -eq 0 && -n "$want" && "$got" == "$want" ]]; then
@@ -31,12 +32,19 @@ if [[ $rc -eq 0 && -n "$want" && "$got" == "$want" ]]; then
 else
   fail "two nodes: rc=$rc want '$want' got '$got': $out"
 fi
+# What crosses between the stages, per step, from rank 0 (stage 0, node 0), against the
+# schedule: 4 micro-batches' activations (2 x 16 tokens x 32 floats) each with its 80-byte shape
+# header, the tied embedding's gradient for the head's copy on the last stage (256 x 32 floats),
+# and two scalar (double) all-reduces over the pipeline group (gradient norm, loss) of 8 bytes each.
+want_p2p=$(( 4 * (2 * 16 * 32 * 4 + 80) + 256 * 32 * 4 + 2 * 8 ))
+got_p2p=$(grep -oP '(?<="p2p_bytes_sent":)[0-9.]+' "$WORK/m.jsonl" 2>/dev/null | sort -u | tr '\n' ' ')
 bytes=$(grep -oP '(?<=inter_node_bytes=)[0-9]+' <<<"$summary")
-if [[ -n "$bytes" && "$bytes" -gt 0 ]]; then
-  pass "the stages talk over the veth link ($bytes bytes), not loopback"
+if [[ "$got_p2p" == "$want_p2p " && -n "$bytes" && "$bytes" -gt $(( 6 * want_p2p )) ]]; then
+  pass "stage 0 sends exactly the schedule's $want_p2p bytes per step to the other node; the veth carried $bytes bytes (payload, headers, both directions, set-up)"
 else
-  fail "no traffic crossed the link between the nodes: $summary"
+  fail "inter-node bytes: per step got '$got_p2p' want '$want_p2p'; veth bytes '$bytes'"
 fi
+rm -rf "$WORK"
 
 # A rank dies on node 1 (rank 3, before step 3 of a job that would run for minutes): both
 # launchers exit non-zero, and node 0 stops within 15 s.

@@ -186,7 +186,9 @@ int Main(int argc, char** argv) {
                         &ys[m]);
     }
     const auto step_t0 = std::chrono::steady_clock::now();
+    const CommStats pp0 = groups->pp().Stats();
     StepResult r = trainer->Step(xs, ys, loss_fn);
+    const double p2p_sent = groups->pp().Stats().Since(pp0).TotalSent();  // between pipeline stages
     if (cfg.profile && step > start) {  // the first step warms up
       shares.Add(trainer->LastStepShares());
       profiled_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0).count();
@@ -233,7 +235,7 @@ int Main(int argc, char** argv) {
     if (metrics.is_open()) {
       metrics << "{\"step\":" << r.step << ",\"loss\":" << r.loss << ",\"grad_norm\":" << r.grad_norm
               << ",\"tokens_per_s\":" << tps << ",\"bytes_sent\":" << (r.zero_comm.TotalSent() + r.dp_comm.TotalSent())
-              << ",\"all_gathers\":" << r.gathers << ",\"reduce_scatters\":" << r.reduce_scatters
+              << ",\"p2p_bytes_sent\":" << p2p_sent << ",\"all_gathers\":" << r.gathers << ",\"reduce_scatters\":" << r.reduce_scatters
               << ",\"rss_mb\":" << ProcStatus("VmRSS:") / 1024.0 << ",\"fds\":" << OpenFds()
               << ",\"threads\":" << ProcStatus("Threads:") << "}\n";
       metrics.flush();
