@@ -1,0 +1,61 @@
+// tp_gpt.h: the bundled GPT (models/gpt.h) rewritten the way Megatron requires, for the 3D
+// baseline: tensor parallelism over a group of `tp` ranks.
+//   - token embedding vocabulary-parallel (rows split; out-of-slice ids give zeros; ReduceFromTp),
+//     position embedding and layer norms replicated;
+//   - attention: QKV column-parallel (each rank its heads), output projection row-parallel
+//     (ReduceFromTp, then the replicated bias);
+//   - MLP: first linear column-parallel, second row-parallel;
+//   - the head uses this rank's slice of the tied embedding: vocabulary-parallel logits, never
+//     gathered (VocabParallelCrossEntropy).
+// Built by slicing a reference model's weights, so that it computes the reference's function.
+// Sequence parallelism and the pipelined form are not here yet.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include "models/gpt.h"
+#include "zeropp/communicator.h"
+
+namespace zeropp {
+namespace baseline3d {
+
+class TpGpt : public torch::nn::Module {
+ public:
+  // `reference`: a MakeGpt model with config `cfg`; heads and vocab must divide by tp.size().
+  TpGpt(const torch::nn::Sequential& reference, const models::GptConfig& cfg, Communicator& tp);
+  // ids [B, T] -> this rank's logits [B, T, vocab / tp].
+  at::Tensor forward(const at::Tensor& ids);
+  // Mean cross-entropy of the next-token targets, identical on every TP rank.
+  at::Tensor Loss(const at::Tensor& local_logits, const at::Tensor& targets);
+  int64_t vocab_begin() const { return vocab_begin_; }
+  // Which rows/columns of the reference's `name` this rank holds: {dim, begin, size} per slice
+  // (empty: replicated). For parity checks.
+  struct Slice {
+    int dim;
+    int64_t begin, size;
+  };
+  static std::vector<Slice> SlicesOf(const std::string& name, const models::GptConfig& cfg, int rank, int size);
+  // This module's parameter names ("block0/attn.qkv/weight" style) to the reference's.
+  const std::map<std::string, std::string>& reference_names() const { return reference_names_; }
+
+ private:
+  std::map<std::string, std::string> reference_names_;
+  models::GptConfig cfg_;
+  Communicator& tp_;
+  int64_t vocab_begin_ = 0, local_heads_ = 0;
+  at::Tensor wte_, wpe_;
+  struct Block {
+    at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
+  };
+  std::vector<Block> blocks_;
+  at::Tensor lnf_w_, lnf_b_;
+};
+
+}  // namespace baseline3d
+}  // namespace zeropp

@@ -1,0 +1,71 @@
+#include "benchmarks/baseline_3d/tp_ops.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace zeropp {
+namespace baseline3d {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor AllReduced(const at::Tensor& x, Communicator& tp) {
+  at::Tensor y = x.contiguous().clone();
+  tp.AllReduce(y)->Wait();
+  return y;
+}
+
+Communicator& Comm(AutogradContext* ctx) {
+  return *reinterpret_cast<Communicator*>(ctx->saved_data["tp"].toInt());
+}
+
+struct CopyToTpFn : torch::autograd::Function<CopyToTpFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    return {AllReduced(g[0], Comm(ctx)), at::Tensor()};
+  }
+};
+
+struct ReduceFromTpFn : torch::autograd::Function<ReduceFromTpFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    return AllReduced(x, *reinterpret_cast<Communicator*>(tp));
+  }
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list g) { return {g[0], at::Tensor()}; }
+};
+
+int64_t Handle(Communicator& tp) { return reinterpret_cast<int64_t>(&tp); }
+
+}  // namespace
+
+at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp) { return CopyToTpFn::apply(x, Handle(tp)); }
+
+at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp) { return ReduceFromTpFn::apply(x, Handle(tp)); }
+
+at::Tensor VocabParallelCrossEntropy(const at::Tensor& local, const at::Tensor& targets, int64_t vocab_begin,
+                                     Communicator& tp) {
+  const int64_t n = local.size(0), v = local.size(1);
+  // The row maxima over the whole vocabulary (a constant for the gradient): all-gather the local
+  // maxima, take the max.
+  at::Tensor lmax = std::get<0>(local.detach().max(1)).contiguous();
+  at::Tensor all = at::empty({tp.size() * n}, lmax.options());
+  tp.AllGather(all, lmax)->Wait();
+  const at::Tensor gmax = std::get<0>(all.view({tp.size(), n}).max(0));
+  const at::Tensor z = local - gmax.unsqueeze(1);
+  const at::Tensor sum_exp = ReduceFromTp(at::exp(z).sum(1), tp);
+  const at::Tensor in_range = (targets >= vocab_begin) & (targets < vocab_begin + v);
+  const at::Tensor idx = (targets - vocab_begin).clamp(0, v - 1).unsqueeze(1);
+  const at::Tensor target_z = ReduceFromTp(z.gather(1, idx).squeeze(1) * in_range.to(z.scalar_type()), tp);
+  return (at::log(sum_exp) - target_z).mean();
+}
+
+}  // namespace baseline3d
+}  // namespace zeropp

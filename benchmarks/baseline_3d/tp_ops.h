@@ -1,0 +1,31 @@
+// tp_ops.h: Megatron's tensor-parallel primitives, for the 3D baseline only (never the product).
+//
+// The conjugate pairs that make a column-parallel layer followed by a row-parallel one exact:
+//   CopyToTp(x)      forward: identity            backward: all-reduce (sum) over the TP group
+//   ReduceFromTp(x)  forward: all-reduce (sum)    backward: identity
+// plus the vocabulary-parallel cross-entropy, which never gathers the full logits: each rank holds
+// the logits of its vocabulary slice; the max, the sum of exponentials and the target's logit are
+// reduced across the group. Every collective goes through the TP Communicator, so its bytes are
+// counted like zeropp's own.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "zeropp/communicator.h"
+
+namespace zeropp {
+namespace baseline3d {
+
+at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp);
+at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp);
+
+// Mean cross-entropy of `targets` ([N] int64, global vocabulary ids) under logits whose columns
+// [vocab_begin, vocab_begin + local.size(1)) this rank holds (local: [N, V/tp]). Differentiable in
+// `local`; the same value on every rank of `tp`.
+at::Tensor VocabParallelCrossEntropy(const at::Tensor& local, const at::Tensor& targets, int64_t vocab_begin,
+                                     Communicator& tp);
+
+}  // namespace baseline3d
+}  // namespace zeropp
