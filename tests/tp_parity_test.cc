@@ -1,8 +1,9 @@
 // The 3D baseline's tensor parallelism (benchmarks/baseline_3d): the GPT split over tp = 2 ranks
 // the way Megatron splits it (column/row-parallel linears, vocabulary-parallel embedding and
-// cross-entropy), built by slicing the reference's weights, trains like the single-process
-// reference: losses within 1e-5 relative over 10 SGD steps and every parameter slice within the
-// parity tolerances; and the TP group's bytes equal the formula, step by step.
+// cross-entropy), with and without sequence parallelism, built by slicing the reference's weights,
+// trains like the single-process reference: losses within 1e-5 relative over 10 SGD steps and
+// every parameter slice within the parity tolerances; and the TP group's bytes equal the formula
+// (8, or 10 with sequence parallelism, x b s h (t-1)/t per layer, plus the ends), step by step.
 #include <gtest/gtest.h>
 
 #include <ATen/ops/cross_entropy_loss.h>
@@ -35,7 +36,7 @@ void Batch(int step, at::Tensor* x, at::Tensor* y) {
   *y = seq.narrow(1, 1, Config().context).contiguous();
 }
 
-TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) {
+void ExpectParity(bool sp) {
   const models::GptConfig cfg = Config();
   const int steps = 10, tp = 2;
   const double lr = 0.1;
@@ -72,7 +73,7 @@ TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) {
   testing::RunRanks(tp, [&](int rank, const auto& store) {
     auto groups = ProcessGroups::CreateWithStore(store, rank, tp, {1, tp, 1, DpMode::kDp}, {});
     Communicator& comm = groups->zero();
-    auto model = std::make_shared<baseline3d::TpGpt>(ref_copy, cfg, comm);
+    auto model = std::make_shared<baseline3d::TpGpt>(ref_copy, cfg, comm, sp);
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(lr));
     for (int s = 0; s < steps; ++s) {
       at::Tensor x, y;
@@ -81,6 +82,7 @@ TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) {
       opt.zero_grad();
       at::Tensor loss = model->Loss(model->forward(x), y);
       loss.backward();
+      model->AllReduceSequenceParallelGrads();
       opt.step();
       const int64_t sent = comm.Stats().Since(before).TotalSent();
       if (s == 0) bytes_per_step[rank] = sent;
@@ -109,16 +111,32 @@ TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) {
                                                             << (value - expect).abs().max().item<double>();
     }
   }
-  // Bytes per rank per step, ring all-reduce (2 S (t-1)/t for S bytes) and all-gather (S (t-1)/t):
-  //   per layer: forward 2 all-reduces (attention and MLP outputs), backward 2 (their inputs'
-  //   gradients, CopyToTp) of S = b s h floats: 8 b s h (t-1)/t elements, Megatron's formula;
-  //   the embedding's forward all-reduce and the head input's backward one: 2 more of S;
-  //   the cross-entropy: an all-gather of the N = b s row maxima and two all-reduces of N values.
+  // Bytes per rank per step. A ring all-reduce of S bytes sends 2 S (t-1)/t, an all-gather or a
+  // reduce-scatter S (t-1)/t (S: the full tensor). With S = b s h floats:
+  //   without SP, per layer 4 all-reduces (forward: attention and MLP outputs; backward: their
+  //   inputs' gradients): 8 b s h (t-1)/t elements, Megatron's formula; with SP, per layer 4
+  //   all-gathers and 4 reduce-scatters plus the 2 all-gathers that re-form the column-parallel
+  //   inputs in backward: 10 b s h (t-1)/t;
+  //   the embedding (forward) and the head's input (backward): 2 all-reduces, or with SP a
+  //   reduce-scatter and an all-gather each way;
+  //   the cross-entropy: an all-gather of the N = b s row maxima and two all-reduces of N values;
+  //   with SP, the replicated parameters' gradients summed once (all-reduce).
   const int64_t b = 3, s = cfg.context, h = cfg.width, n = b * s;
   const int64_t act = b * s * h * 4;
-  const int64_t expect = (cfg.depth * 4 + 2) * 2 * act * (tp - 1) / tp + n * 4 * (tp - 1) + 2 * 2 * n * 4 * (tp - 1) / tp;
+  const int64_t ce = n * 4 * (tp - 1) + 2 * 2 * n * 4 * (tp - 1) / tp;
+  int64_t expect = 0;
+  if (!sp) {
+    expect = (cfg.depth * 4 + 2) * 2 * act * (tp - 1) / tp + ce;
+  } else {
+    const int64_t replicated = (cfg.depth * 6 * h + 2 * h + cfg.context * h) * 4;
+    expect = (cfg.depth * 10 + 4) * act * (tp - 1) / tp + ce + 2 * replicated * (tp - 1) / tp;
+  }
   for (int r = 0; r < tp; ++r) EXPECT_EQ(bytes_per_step[r], expect) << "rank " << r;
 }
+
+TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) { ExpectParity(false); }
+
+TEST(TpParityTest, Tp2WithSequenceParallelismTrainsLikeTheReferenceAndCountsTheFormulaBytes) { ExpectParity(true); }
 
 }  // namespace
 }  // namespace zeropp

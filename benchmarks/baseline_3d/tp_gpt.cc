@@ -33,12 +33,17 @@ std::vector<TpGpt::Slice> TpGpt::SlicesOf(const std::string& name, const models:
   return {};  // replicated: layer norms, position embedding, row-parallel biases
 }
 
-TpGpt::TpGpt(const torch::nn::Sequential& reference, const models::GptConfig& cfg, Communicator& tp)
-    : cfg_(cfg), tp_(tp) {
+TpGpt::TpGpt(const torch::nn::Sequential& reference, const models::GptConfig& cfg, Communicator& tp,
+             bool sequence_parallel)
+    : cfg_(cfg), tp_(tp), sp_(sequence_parallel) {
   const int r = tp.rank(), n = tp.size();
   if (cfg.heads % n != 0 || cfg.vocab % n != 0) {
     throw std::invalid_argument("TpGpt: heads (" + std::to_string(cfg.heads) + ") and vocab (" +
                                 std::to_string(cfg.vocab) + ") must divide by tp (" + std::to_string(n) + ")");
+  }
+  if (sequence_parallel && cfg.context % n != 0) {
+    throw std::invalid_argument("TpGpt: sequence parallelism needs context (" + std::to_string(cfg.context) +
+                                ") divisible by tp (" + std::to_string(n) + ")");
   }
   vocab_begin_ = r * (cfg.vocab / n);
   local_heads_ = cfg.heads / n;
@@ -74,6 +79,7 @@ at::Tensor TpGpt::forward(const at::Tensor& ids) {
   const at::Tensor outside = (ids < vocab_begin_) | (ids >= vocab_begin_ + v);
   const at::Tensor local_ids = (ids - vocab_begin_).masked_fill(outside, 0);
   at::Tensor tok = at::embedding(wte_, local_ids).masked_fill(outside.unsqueeze(-1), 0.0);
+  if (sp_) return ForwardSequenceParallel(tok, b, t);
   at::Tensor x = ReduceFromTp(tok, tp_) + at::embedding(wpe_, at::arange(t, ids.options()));
   for (const Block& k : blocks_) {
     at::Tensor h = CopyToTp(at::layer_norm(x, {c}, k.ln1_w, k.ln1_b), tp_);
@@ -91,9 +97,44 @@ at::Tensor TpGpt::forward(const at::Tensor& ids) {
   return at::linear(h, wte_);  // this rank's vocabulary slice of the tied head
 }
 
+// [T, B, ...] layout throughout, split along T, as Megatron does it.
+at::Tensor TpGpt::ForwardSequenceParallel(const at::Tensor& tok, int64_t b, int64_t t) {
+  const int64_t c = cfg_.width, local_c = c / tp_.size(), local_t = t / tp_.size();
+  at::Tensor x = ReduceScatterToSeq(tok.transpose(0, 1).contiguous(), tp_) +
+                 wpe_.narrow(0, tp_.rank() * local_t, local_t).unsqueeze(1);
+  for (const Block& k : blocks_) {
+    at::Tensor qkv = ColumnParallelLinearSeq(at::layer_norm(x, {c}, k.ln1_w, k.ln1_b), k.qkv_w, k.qkv_b, tp_);
+    auto parts = qkv.split(local_c, /*dim=*/2);  // [T, B, C/tp] each
+    auto heads = [&](const at::Tensor& y) { return y.view({t, b, local_heads_, c / cfg_.heads}).permute({1, 2, 0, 3}); };
+    at::Tensor y = at::scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), {}, 0.0,
+                                                    /*is_causal=*/true);
+    y = y.permute({2, 0, 1, 3}).reshape({t, b, local_c});
+    x = x + ReduceScatterToSeq(at::linear(y, k.proj_w), tp_) + k.proj_b;
+    at::Tensor m = ColumnParallelLinearSeq(at::layer_norm(x, {c}, k.ln2_w, k.ln2_b), k.fc_w, k.fc_b, tp_);
+    x = x + ReduceScatterToSeq(at::linear(at::gelu(m, "tanh"), k.out_w), tp_) + k.out_b;
+  }
+  return at::linear(GatherFromSeq(at::layer_norm(x, {c}, lnf_w_, lnf_b_), tp_), wte_);  // [T, B, V/tp]
+}
+
 at::Tensor TpGpt::Loss(const at::Tensor& local_logits, const at::Tensor& targets) {
-  return VocabParallelCrossEntropy(local_logits.reshape({-1, local_logits.size(-1)}), targets.reshape({-1}),
+  const at::Tensor order = sp_ ? targets.t().contiguous() : targets;  // the logits' [T, B] order
+  return VocabParallelCrossEntropy(local_logits.reshape({-1, local_logits.size(-1)}), order.reshape({-1}),
                                    vocab_begin_, tp_);
+}
+
+void TpGpt::AllReduceSequenceParallelGrads() {
+  if (!sp_) return;
+  std::vector<at::Tensor> grads;
+  auto add = [&](const at::Tensor& p) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  };
+  add(wpe_);
+  for (const Block& k : blocks_) {
+    for (const at::Tensor* p : {&k.ln1_w, &k.ln1_b, &k.proj_b, &k.ln2_w, &k.ln2_b, &k.out_b}) add(*p);
+  }
+  add(lnf_w_);
+  add(lnf_b_);
+  for (at::Tensor& g : grads) tp_.AllReduce(g)->Wait();
 }
 
 }  // namespace baseline3d

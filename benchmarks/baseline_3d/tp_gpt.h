@@ -8,7 +8,12 @@
 //   - the head uses this rank's slice of the tied embedding: vocabulary-parallel logits, never
 //     gathered (VocabParallelCrossEntropy).
 // Built by slicing a reference model's weights, so that it computes the reference's function.
-// Sequence parallelism and the pipelined form are not here yet.
+// With sequence parallelism (Megatron's), the residual stream, layer norms and dropout-free
+// element-wise work run on this rank's slice of the sequence ([seq/tp, batch, hidden]); the
+// column-parallel linears all-gather their input (and gather it again in backward, keeping only
+// the slice), the row-parallel ones reduce-scatter their output, and the replicated parameters of
+// that region get their gradients summed across the group (AllReduceSequenceParallelGrads, after
+// backward). The pipelined form is not here yet.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +33,16 @@ namespace baseline3d {
 class TpGpt : public torch::nn::Module {
  public:
   // `reference`: a MakeGpt model with config `cfg`; heads and vocab must divide by tp.size().
-  TpGpt(const torch::nn::Sequential& reference, const models::GptConfig& cfg, Communicator& tp);
-  // ids [B, T] -> this rank's logits [B, T, vocab / tp].
+  TpGpt(const torch::nn::Sequential& reference, const models::GptConfig& cfg, Communicator& tp,
+        bool sequence_parallel = false);
+  // ids [B, T] -> this rank's logits [B, T, vocab / tp] ([T, B, vocab / tp] with sequence
+  // parallelism; Loss takes either).
   at::Tensor forward(const at::Tensor& ids);
   // Mean cross-entropy of the next-token targets, identical on every TP rank.
   at::Tensor Loss(const at::Tensor& local_logits, const at::Tensor& targets);
+  // With sequence parallelism: sums the gradients of the replicated parameters over the group
+  // (each rank saw only its slice of the sequence). Call after backward; no-op otherwise.
+  void AllReduceSequenceParallelGrads();
   int64_t vocab_begin() const { return vocab_begin_; }
   // Which rows/columns of the reference's `name` this rank holds: {dim, begin, size} per slice
   // (empty: replicated). For parity checks.
@@ -45,9 +55,11 @@ class TpGpt : public torch::nn::Module {
   const std::map<std::string, std::string>& reference_names() const { return reference_names_; }
 
  private:
+  at::Tensor ForwardSequenceParallel(const at::Tensor& tok, int64_t b, int64_t t);
   std::map<std::string, std::string> reference_names_;
   models::GptConfig cfg_;
   Communicator& tp_;
+  bool sp_ = false;
   int64_t vocab_begin_ = 0, local_heads_ = 0;
   at::Tensor wte_, wpe_;
   struct Block {

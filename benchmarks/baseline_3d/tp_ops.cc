@@ -3,9 +3,12 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/linear.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <vector>
 
 namespace zeropp {
 namespace baseline3d {
@@ -15,7 +18,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 at::Tensor AllReduced(const at::Tensor& x, Communicator& tp) {
-  at::Tensor y = x.contiguous().clone();
+  at::Tensor y = x.detach().contiguous().clone();
   tp.AllReduce(y)->Wait();
   return y;
 }
@@ -42,6 +45,61 @@ struct ReduceFromTpFn : torch::autograd::Function<ReduceFromTpFn> {
   static variable_list backward(AutogradContext* /*ctx*/, variable_list g) { return {g[0], at::Tensor()}; }
 };
 
+// Along dim 0: all-gather [n, ...] -> [tp * n, ...]; reduce-scatter [tp * n, ...] -> [n, ...].
+at::Tensor SeqAllGather(const at::Tensor& x, Communicator& tp) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] *= tp.size();
+  at::Tensor out = at::empty(shape, x.options());
+  tp.AllGather(out, x.detach().contiguous())->Wait();  // the comm thread must see no autograd
+  return out;
+}
+at::Tensor SeqReduceScatter(const at::Tensor& x, Communicator& tp) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] /= tp.size();
+  at::Tensor out = at::empty(shape, x.options());
+  tp.ReduceScatter(out, x.detach().contiguous())->Wait();
+  return out;
+}
+
+struct GatherFromSeqFn : torch::autograd::Function<GatherFromSeqFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    return SeqAllGather(x, *reinterpret_cast<Communicator*>(tp));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    return {SeqReduceScatter(g[0], Comm(ctx)), at::Tensor()};
+  }
+};
+
+struct ReduceScatterToSeqFn : torch::autograd::Function<ReduceScatterToSeqFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    return SeqReduceScatter(x, *reinterpret_cast<Communicator*>(tp));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    return {SeqAllGather(g[0], Comm(ctx)), at::Tensor()};
+  }
+};
+
+struct ColumnParallelLinearSeqFn : torch::autograd::Function<ColumnParallelLinearSeqFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_local, const at::Tensor& w, const at::Tensor& b,
+                            int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    ctx->save_for_backward({x_local, w});  // the local shard only: backward gathers it again
+    return at::linear(SeqAllGather(x_local, *reinterpret_cast<Communicator*>(tp)), w, b);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    Communicator& tp = Comm(ctx);
+    const at::Tensor total = SeqAllGather(saved[0], tp);
+    const at::Tensor g2 = g[0].reshape({-1, g[0].size(-1)});
+    const at::Tensor grad_w = g2.t().mm(total.reshape({-1, total.size(-1)}));
+    const at::Tensor grad_b = g2.sum(0);
+    const at::Tensor grad_x = SeqReduceScatter(g[0].matmul(saved[1]), tp);
+    return {grad_x, grad_w, grad_b, at::Tensor()};
+  }
+};
+
 int64_t Handle(Communicator& tp) { return reinterpret_cast<int64_t>(&tp); }
 
 }  // namespace
@@ -49,6 +107,17 @@ int64_t Handle(Communicator& tp) { return reinterpret_cast<int64_t>(&tp); }
 at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp) { return CopyToTpFn::apply(x, Handle(tp)); }
 
 at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp) { return ReduceFromTpFn::apply(x, Handle(tp)); }
+
+at::Tensor GatherFromSeq(const at::Tensor& x, Communicator& tp) { return GatherFromSeqFn::apply(x, Handle(tp)); }
+
+at::Tensor ReduceScatterToSeq(const at::Tensor& x, Communicator& tp) {
+  return ReduceScatterToSeqFn::apply(x, Handle(tp));
+}
+
+at::Tensor ColumnParallelLinearSeq(const at::Tensor& x_local, const at::Tensor& weight, const at::Tensor& bias,
+                                   Communicator& tp) {
+  return ColumnParallelLinearSeqFn::apply(x_local, weight, bias, Handle(tp));
+}
 
 at::Tensor VocabParallelCrossEntropy(const at::Tensor& local, const at::Tensor& targets, int64_t vocab_begin,
                                      Communicator& tp) {

@@ -21,6 +21,17 @@ namespace baseline3d {
 at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp);
 at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp);
 
+// Sequence parallelism (Megatron's, on [seq, batch, hidden] tensors split along seq, dim 0):
+//   GatherFromSeq(x)        forward: all-gather along seq     backward: reduce-scatter
+//   ReduceScatterToSeq(x)   forward: reduce-scatter along seq backward: all-gather
+//   ColumnParallelLinearSeq(x_local, w, b): all-gathers x_local, applies the column-parallel
+//     linear, and keeps only x_local for backward, where it gathers it again to form the weight
+//     gradient (Megatron's memory saving), then reduce-scatters the input gradient.
+at::Tensor GatherFromSeq(const at::Tensor& x, Communicator& tp);
+at::Tensor ReduceScatterToSeq(const at::Tensor& x, Communicator& tp);
+at::Tensor ColumnParallelLinearSeq(const at::Tensor& x_local, const at::Tensor& weight, const at::Tensor& bias,
+                                   Communicator& tp);
+
 // Mean cross-entropy of `targets` ([N] int64, global vocabulary ids) under logits whose columns
 // [vocab_begin, vocab_begin + local.size(1)) this rank holds (local: [N, V/tp]). Differentiable in
 // `local`; the same value on every rank of `tp`.
