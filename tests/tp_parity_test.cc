@@ -3,7 +3,8 @@
 // cross-entropy), with and without sequence parallelism, built by slicing the reference's weights,
 // trains like the single-process reference: losses within 1e-5 relative over 10 SGD steps and
 // every parameter slice within the parity tolerances; and the TP group's bytes equal the formula
-// (8, or 10 with sequence parallelism, x b s h (t-1)/t per layer, plus the ends), step by step.
+// (8, or 10 with sequence parallelism, x b s h (t-1)/t per layer, plus the ends), step by step;
+// and tp2 x dp2 (gradients averaged across the two TP pairs) follows the reference too.
 #include <gtest/gtest.h>
 
 #include <ATen/ops/cross_entropy_loss.h>
@@ -29,9 +30,10 @@ models::GptConfig Config() {
   return c;
 }
 
-void Batch(int step, at::Tensor* x, at::Tensor* y) {
+void Batch(int step, at::Tensor* x, at::Tensor* y, int64_t sequences = 3) {
   at::Generator gen = at::detail::createCPUGenerator(977 * step + 5);
-  const at::Tensor seq = at::randint(Config().vocab, {3, Config().context + 1}, gen, at::TensorOptions().dtype(at::kLong));
+  const at::Tensor seq =
+      at::randint(Config().vocab, {sequences, Config().context + 1}, gen, at::TensorOptions().dtype(at::kLong));
   *x = seq.narrow(1, 0, Config().context).contiguous();
   *y = seq.narrow(1, 1, Config().context).contiguous();
 }
@@ -135,6 +137,80 @@ void ExpectParity(bool sp) {
 }
 
 TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) { ExpectParity(false); }
+
+// tp2 x dp2 on 4 ranks: each replica (a TP pair) takes half of the batch, gradients are averaged
+// across replicas (DP all-reduce); the mean loss and the parameters follow the reference trained
+// on the whole batch.
+TEST(TpParityTest, Tp2TimesDp2TrainsLikeTheReference) {
+  const models::GptConfig cfg = Config();
+  const int steps = 10, tp = 2, dp = 2;
+  const double lr = 0.1;
+  torch::manual_seed(3);
+  torch::nn::Sequential reference = models::MakeGpt(cfg);
+  torch::nn::Sequential ref_copy = models::MakeGpt(cfg);
+  {
+    c10::NoGradGuard no_grad;
+    auto dst = ref_copy->named_parameters(), src = reference->named_parameters();
+    for (auto& kv : src) dst[kv.key()].copy_(kv.value());
+  }
+  std::vector<at::Tensor> unique;  // the tied embedding once
+  for (const at::Tensor& p : reference->parameters()) {
+    bool seen = false;
+    for (const at::Tensor& q : unique) seen = seen || q.is_same(p);
+    if (!seen) unique.push_back(p);
+  }
+  torch::optim::SGD ref_opt(unique, torch::optim::SGDOptions(lr));
+  std::vector<double> want;
+  for (int s = 0; s < steps; ++s) {
+    at::Tensor x, y;
+    Batch(s, &x, &y, 4);
+    ref_opt.zero_grad();
+    at::Tensor loss = at::cross_entropy_loss(reference->forward(x).reshape({-1, cfg.vocab}), y.reshape({-1}));
+    loss.backward();
+    ref_opt.step();
+    want.push_back(loss.item<double>());
+  }
+  std::vector<std::vector<double>> got(tp * dp);
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> trained(tp * dp);
+  testing::RunRanks(tp * dp, [&](int rank, const auto& store) {
+    auto groups = ProcessGroups::CreateWithStore(store, rank, tp * dp, {1, tp, dp, DpMode::kDp}, {});
+    Communicator& tpc = groups->zero();
+    Communicator& dpc = groups->dp();
+    auto model = std::make_shared<baseline3d::TpGpt>(ref_copy, cfg, tpc);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(lr));
+    for (int s = 0; s < steps; ++s) {
+      at::Tensor x, y;
+      Batch(s, &x, &y, 4);
+      const int64_t half = 4 / dp;
+      opt.zero_grad();
+      at::Tensor loss = model->Loss(model->forward(x.narrow(0, dpc.rank() * half, half).contiguous()),
+                                    y.narrow(0, dpc.rank() * half, half).contiguous());
+      loss.backward();
+      for (const at::Tensor& p : model->parameters()) dpc.AllReduce(p.grad(), ReduceOp::kAvg)->Wait();
+      opt.step();
+      at::Tensor mean = loss.detach().clone().reshape({1});
+      dpc.AllReduce(mean, ReduceOp::kAvg)->Wait();
+      got[rank].push_back(mean.item<double>());
+    }
+    for (const auto& kv : model->named_parameters()) {
+      trained[rank].push_back({model->reference_names().at(kv.key()), kv.value().detach().clone()});
+    }
+  });
+  auto ref_params = reference->named_parameters();
+  for (int r = 0; r < tp * dp; ++r) {
+    ASSERT_EQ(got[r].size(), want.size());
+    for (int s = 0; s < steps; ++s) EXPECT_NEAR(got[r][s], want[s], 1e-5 * want[s]) << "rank " << r << " step " << s;
+    const int tp_rank = r % tp;  // TP is innermost: ranks {0, 1} and {2, 3} are the pairs
+    for (const auto& [name, value] : trained[r]) {
+      const at::Tensor full = ref_params[name];
+      std::vector<at::Tensor> parts;
+      const auto slices = baseline3d::TpGpt::SlicesOf(name, cfg, tp_rank, tp);
+      for (const auto& sl : slices) parts.push_back(full.narrow(sl.dim, sl.begin, sl.size));
+      const at::Tensor expect = parts.empty() ? full : at::cat(parts, slices[0].dim);
+      EXPECT_TRUE(at::allclose(value, expect, 1e-4, 1e-6)) << "rank " << r << " " << name;
+    }
+  }
+}
 
 TEST(TpParityTest, Tp2WithSequenceParallelismTrainsLikeTheReferenceAndCountsTheFormulaBytes) { ExpectParity(true); }
 
