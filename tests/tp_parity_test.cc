@@ -38,46 +38,83 @@ void Batch(int step, at::Tensor* x, at::Tensor* y, int64_t sequences = 3) {
   *y = seq.narrow(1, 1, Config().context).contiguous();
 }
 
-void ExpectParity(bool sp) {
+constexpr int kSteps = 10;
+constexpr double kLr = 0.1;
+
+// The single-process reference trained with SGD on `sequences` per step, and a copy of its
+// initial weights (what the TP models are sliced from).
+struct Reference {
+  torch::nn::Sequential trained, initial;
+  std::vector<double> losses;
+};
+
+Reference TrainReference(int64_t sequences) {
   const models::GptConfig cfg = Config();
-  const int steps = 10, tp = 2;
-  const double lr = 0.1;
+  Reference r;
   torch::manual_seed(3);
-  torch::nn::Sequential reference = models::MakeGpt(cfg);
-  torch::nn::Sequential ref_copy = models::MakeGpt(cfg);  // the reference trains; TP starts from its initial weights
+  r.trained = models::MakeGpt(cfg);
+  r.initial = models::MakeGpt(cfg);
   {
     c10::NoGradGuard no_grad;
-    auto dst = ref_copy->named_parameters(), src = reference->named_parameters();
+    auto dst = r.initial->named_parameters(), src = r.trained->named_parameters();
     for (auto& kv : src) dst[kv.key()].copy_(kv.value());
   }
-  std::vector<double> want;
   // LibTorch lists the tied embedding twice (as head.weight too); the optimizer must see it once.
   std::vector<at::Tensor> unique;
-  for (const at::Tensor& p : reference->parameters()) {
+  for (const at::Tensor& p : r.trained->parameters()) {
     bool seen = false;
     for (const at::Tensor& q : unique) seen = seen || q.is_same(p);
     if (!seen) unique.push_back(p);
   }
-  torch::optim::SGD ref_opt(unique, torch::optim::SGDOptions(lr));
-  for (int s = 0; s < steps; ++s) {
+  torch::optim::SGD opt(unique, torch::optim::SGDOptions(kLr));
+  for (int s = 0; s < kSteps; ++s) {
     at::Tensor x, y;
-    Batch(s, &x, &y);
-    ref_opt.zero_grad();
-    at::Tensor logits = reference->forward(x);
-    at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, cfg.vocab}), y.reshape({-1}));
+    Batch(s, &x, &y, sequences);
+    opt.zero_grad();
+    at::Tensor loss = at::cross_entropy_loss(r.trained->forward(x).reshape({-1, cfg.vocab}), y.reshape({-1}));
     loss.backward();
-    ref_opt.step();
-    want.push_back(loss.item<double>());
+    opt.step();
+    r.losses.push_back(loss.item<double>());
   }
+  return r;
+}
+
+// Each rank's losses equal the reference's, and every slice it holds equals the reference's
+// trained parameter there (rank r is at r % tp in its TP group).
+void ExpectMatches(const Reference& ref, const std::vector<std::vector<double>>& got,
+                   const std::vector<std::vector<std::pair<std::string, at::Tensor>>>& trained, int tp) {
+  auto ref_params = ref.trained->named_parameters();
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].size(), ref.losses.size());
+    for (size_t s = 0; s < got[r].size(); ++s) {
+      EXPECT_NEAR(got[r][s], ref.losses[s], 1e-5 * ref.losses[s]) << "rank " << r << " step " << s;
+    }
+    const int tp_rank = static_cast<int>(r) % tp;  // TP is innermost: ranks {0, 1}, {2, 3} are pairs
+    for (const auto& [name, value] : trained[r]) {
+      const at::Tensor full = ref_params[name];
+      std::vector<at::Tensor> parts;
+      const auto slices = baseline3d::TpGpt::SlicesOf(name, Config(), tp_rank, tp);
+      for (const auto& sl : slices) parts.push_back(full.narrow(sl.dim, sl.begin, sl.size));
+      const at::Tensor expect = parts.empty() ? full : at::cat(parts, slices[0].dim);
+      EXPECT_TRUE(at::allclose(value, expect, 1e-4, 1e-6))
+          << "rank " << r << " " << name << " max diff " << (value - expect).abs().max().item<double>();
+    }
+  }
+}
+
+void ExpectParity(bool sp) {
+  const models::GptConfig cfg = Config();
+  const int tp = 2;
+  const Reference ref = TrainReference(3);
   std::vector<std::vector<double>> got(tp);
   std::vector<int64_t> bytes_per_step(tp, -1);
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> trained(tp);
   testing::RunRanks(tp, [&](int rank, const auto& store) {
     auto groups = ProcessGroups::CreateWithStore(store, rank, tp, {1, tp, 1, DpMode::kDp}, {});
     Communicator& comm = groups->zero();
-    auto model = std::make_shared<baseline3d::TpGpt>(ref_copy, cfg, comm, sp);
-    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(lr));
-    for (int s = 0; s < steps; ++s) {
+    auto model = std::make_shared<baseline3d::TpGpt>(ref.initial, cfg, comm, sp);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kLr));
+    for (int s = 0; s < kSteps; ++s) {
       at::Tensor x, y;
       Batch(s, &x, &y);
       const CommStats before = comm.Stats();
@@ -95,24 +132,7 @@ void ExpectParity(bool sp) {
       trained[rank].push_back({model->reference_names().at(kv.key()), kv.value().detach().clone()});
     }
   });
-  for (int r = 0; r < tp; ++r) {
-    ASSERT_EQ(got[r].size(), want.size());
-    for (int s = 0; s < steps; ++s) EXPECT_NEAR(got[r][s], want[s], 1e-5 * want[s]) << "rank " << r << " step " << s;
-  }
-  // Every slice each rank holds equals the reference's trained parameter there.
-  auto ref_params = reference->named_parameters();
-  for (int r = 0; r < tp; ++r) {
-    for (const auto& [name, value] : trained[r]) {
-      const std::string& ref_name = name;
-      const at::Tensor full = ref_params[ref_name];
-      std::vector<at::Tensor> parts;
-      const auto slices = baseline3d::TpGpt::SlicesOf(ref_name, cfg, r, tp);
-      for (const auto& s : slices) parts.push_back(full.narrow(s.dim, s.begin, s.size));
-      const at::Tensor expect = parts.empty() ? full : at::cat(parts, slices[0].dim);
-      EXPECT_TRUE(at::allclose(value, expect, 1e-4, 1e-6)) << "rank " << r << " " << name << " max diff "
-                                                            << (value - expect).abs().max().item<double>();
-    }
-  }
+  ExpectMatches(ref, got, trained, tp);
   // Bytes per rank per step. A ring all-reduce of S bytes sends 2 S (t-1)/t, an all-gather or a
   // reduce-scatter S (t-1)/t (S: the full tensor). With S = b s h floats:
   //   without SP, per layer 4 all-reduces (forward: attention and MLP outputs; backward: their
@@ -143,42 +163,17 @@ TEST(TpParityTest, Tp2TrainsLikeTheReferenceAndCountsTheFormulaBytes) { ExpectPa
 // on the whole batch.
 TEST(TpParityTest, Tp2TimesDp2TrainsLikeTheReference) {
   const models::GptConfig cfg = Config();
-  const int steps = 10, tp = 2, dp = 2;
-  const double lr = 0.1;
-  torch::manual_seed(3);
-  torch::nn::Sequential reference = models::MakeGpt(cfg);
-  torch::nn::Sequential ref_copy = models::MakeGpt(cfg);
-  {
-    c10::NoGradGuard no_grad;
-    auto dst = ref_copy->named_parameters(), src = reference->named_parameters();
-    for (auto& kv : src) dst[kv.key()].copy_(kv.value());
-  }
-  std::vector<at::Tensor> unique;  // the tied embedding once
-  for (const at::Tensor& p : reference->parameters()) {
-    bool seen = false;
-    for (const at::Tensor& q : unique) seen = seen || q.is_same(p);
-    if (!seen) unique.push_back(p);
-  }
-  torch::optim::SGD ref_opt(unique, torch::optim::SGDOptions(lr));
-  std::vector<double> want;
-  for (int s = 0; s < steps; ++s) {
-    at::Tensor x, y;
-    Batch(s, &x, &y, 4);
-    ref_opt.zero_grad();
-    at::Tensor loss = at::cross_entropy_loss(reference->forward(x).reshape({-1, cfg.vocab}), y.reshape({-1}));
-    loss.backward();
-    ref_opt.step();
-    want.push_back(loss.item<double>());
-  }
+  const int tp = 2, dp = 2;
+  const Reference ref = TrainReference(4);
   std::vector<std::vector<double>> got(tp * dp);
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> trained(tp * dp);
   testing::RunRanks(tp * dp, [&](int rank, const auto& store) {
     auto groups = ProcessGroups::CreateWithStore(store, rank, tp * dp, {1, tp, dp, DpMode::kDp}, {});
     Communicator& tpc = groups->zero();
     Communicator& dpc = groups->dp();
-    auto model = std::make_shared<baseline3d::TpGpt>(ref_copy, cfg, tpc);
-    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(lr));
-    for (int s = 0; s < steps; ++s) {
+    auto model = std::make_shared<baseline3d::TpGpt>(ref.initial, cfg, tpc);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kLr));
+    for (int s = 0; s < kSteps; ++s) {
       at::Tensor x, y;
       Batch(s, &x, &y, 4);
       const int64_t half = 4 / dp;
@@ -196,20 +191,7 @@ TEST(TpParityTest, Tp2TimesDp2TrainsLikeTheReference) {
       trained[rank].push_back({model->reference_names().at(kv.key()), kv.value().detach().clone()});
     }
   });
-  auto ref_params = reference->named_parameters();
-  for (int r = 0; r < tp * dp; ++r) {
-    ASSERT_EQ(got[r].size(), want.size());
-    for (int s = 0; s < steps; ++s) EXPECT_NEAR(got[r][s], want[s], 1e-5 * want[s]) << "rank " << r << " step " << s;
-    const int tp_rank = r % tp;  // TP is innermost: ranks {0, 1} and {2, 3} are the pairs
-    for (const auto& [name, value] : trained[r]) {
-      const at::Tensor full = ref_params[name];
-      std::vector<at::Tensor> parts;
-      const auto slices = baseline3d::TpGpt::SlicesOf(name, cfg, tp_rank, tp);
-      for (const auto& sl : slices) parts.push_back(full.narrow(sl.dim, sl.begin, sl.size));
-      const at::Tensor expect = parts.empty() ? full : at::cat(parts, slices[0].dim);
-      EXPECT_TRUE(at::allclose(value, expect, 1e-4, 1e-6)) << "rank " << r << " " << name;
-    }
-  }
+  ExpectMatches(ref, got, trained, tp);
 }
 
 TEST(TpParityTest, Tp2WithSequenceParallelismTrainsLikeTheReferenceAndCountsTheFormulaBytes) { ExpectParity(true); }
