@@ -256,6 +256,20 @@ TEST(CheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
   });
   expect(d, "offsets must be contiguous, increasing and not overlap");
   d = copy();
+  RewriteShardKeepingManifest(d, shard, [](std::string& b) {
+    // A chunk whose global saved_offsets put it past its tensor's end (0 -> 9 keeps the length).
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(b[i]);
+    auto h = nlohmann::ordered_json::parse(b.substr(8, n));
+    auto info = nlohmann::ordered_json::parse(h["__metadata__"]["DCP_SHARDING_INFO"].get<std::string>());
+    info.begin().value()["saved_offsets"][0] = 9;
+    h["__metadata__"]["DCP_SHARDING_INFO"] = info.dump();
+    std::string text = h.dump();
+    text.resize(n, ' ');
+    b.replace(8, n, text);
+  });
+  expect(d, "lies outside the tensor's shape (offsets out of range)");
+  d = copy();
   Rewrite(d + "/manifest.json", [](std::string& b) {
     auto m = nlohmann::json::parse(b);
     m["files"][0]["path"] = "../../etc/passwd";
