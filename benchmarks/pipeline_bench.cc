@@ -274,8 +274,7 @@ int Main(int argc, char** argv) {
         formula = scheduler::Simulate(sch, uni).bubble;  // ZeroPP: uniform-cost bubble of its schedule
       }
       const double tokens = static_cast<double>(b * m * g.context);
-      const double flops_per_token = 6.0 * (12.0 * g.width * g.width * g.depth + g.vocab * g.width) +
-                                     12.0 * g.depth * g.width * g.context;
+      const double flops_per_token = g.TrainingFlopsPerToken();
       const double cores = std::min<int>(pp, std::thread::hardware_concurrency());
       const double mfu = matmul_gflops > 0 ? tokens / st.mean * flops_per_token / 1e9 / (cores * matmul_gflops) : 0;
       std::printf("  %-18s %9.0f %9.3f %7.3f %8.3f %8.3f %8.3f %9.3f %9.3f %10.2f %9d %8.3f %8.1f %6.3f\n", tag.c_str(),

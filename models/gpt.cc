@@ -35,6 +35,11 @@ int64_t GptConfig::NumParameters() const {
   return vocab * c + context * c + depth * block + 2 * c;
 }
 
+double GptConfig::TrainingFlopsPerToken() const {
+  const double c = static_cast<double>(width), l = static_cast<double>(depth);
+  return 6 * (l * 12 * c * c + static_cast<double>(vocab) * c) + 12 * l * c * static_cast<double>(context);
+}
+
 std::string GptConfig::ToString() const {
   return "gpt(vocab=" + std::to_string(vocab) + ", context=" + std::to_string(context) +
          ", width=" + std::to_string(width) + ", depth=" + std::to_string(depth) +

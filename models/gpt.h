@@ -30,6 +30,9 @@ struct GptConfig {
   // Throws std::invalid_argument naming the field when width % heads != 0 or a size is < 1.
   void Validate() const;
   int64_t NumParameters() const;  // unique parameters (the tied head counted once)
+  // Training FLOPs per token, the PaLM convention: 6 x the matmul parameters (the head included,
+  // embedding lookups not) + 12 x depth x width x context for attention's two products.
+  double TrainingFlopsPerToken() const;
   std::string ToString() const;
 };
 

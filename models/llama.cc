@@ -44,6 +44,13 @@ int64_t LlamaConfig::NumParameters() const {
   return 2 * vocab * c + depth * layer + c;
 }
 
+double LlamaConfig::TrainingFlopsPerToken() const {
+  const double c = static_cast<double>(width), l = static_cast<double>(depth);
+  const double kv = static_cast<double>(KvHeads() * (width / heads));
+  const double layer = 2 * c * c + 2 * c * kv + 3 * c * static_cast<double>(Ffn());
+  return 6 * (l * layer + static_cast<double>(vocab) * c) + 12 * l * c * static_cast<double>(context);
+}
+
 std::string LlamaConfig::ToString() const {
   return "llama(vocab=" + std::to_string(vocab) + ", context=" + std::to_string(context) + ", width=" +
          std::to_string(width) + ", depth=" + std::to_string(depth) + ", heads=" + std::to_string(heads) +

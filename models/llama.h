@@ -36,6 +36,7 @@ struct LlamaConfig {
   // Throws std::invalid_argument naming the field (llama.width, llama.kv_heads, ...).
   void Validate() const;
   int64_t NumParameters() const;
+  double TrainingFlopsPerToken() const;  // as GptConfig's (PaLM convention)
   std::string ToString() const;
 };
 

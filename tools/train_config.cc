@@ -249,16 +249,7 @@ models::LlamaConfig TrainConfig::Llama() const {
 std::string TrainConfig::ModelDescription() const { return model == "llama" ? Llama().ToString() : gpt.ToString(); }
 
 double TrainConfig::ModelFlopsPerToken() const {
-  const double c = static_cast<double>(gpt.width), l = static_cast<double>(gpt.depth), v = static_cast<double>(gpt.vocab);
-  double per_layer;
-  if (model == "llama") {
-    const models::LlamaConfig q = Llama();
-    const double kv = static_cast<double>(q.KvHeads() * (q.width / q.heads));
-    per_layer = 2 * c * c + 2 * c * kv + 3 * c * static_cast<double>(q.Ffn());
-  } else {
-    per_layer = 12 * c * c;
-  }
-  return 6 * (l * per_layer + v * c) + 12 * l * c * static_cast<double>(gpt.context);
+  return model == "llama" ? Llama().TrainingFlopsPerToken() : gpt.TrainingFlopsPerToken();
 }
 
 int64_t TrainConfig::NumParameters() const { return model == "llama" ? Llama().NumParameters() : gpt.NumParameters(); }

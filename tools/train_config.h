@@ -47,9 +47,7 @@ struct TrainConfig {
   models::LlamaConfig Llama() const;  // the llama model's sizes
   std::string ModelDescription() const;
   int64_t NumParameters() const;
-  // Training FLOPs per token, the PaLM convention: 6 x the matmul parameters (the output head
-  // included, embedding lookups not) + 12 x depth x width x context for attention's two products.
-  double ModelFlopsPerToken() const;
+  double ModelFlopsPerToken() const;  // the model's TrainingFlopsPerToken
 
   // Parses argv (without the program name). Throws std::invalid_argument naming the field.
   static TrainConfig Parse(const std::vector<std::string>& args);
