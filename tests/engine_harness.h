@@ -19,6 +19,8 @@
 
 #include "models/gpt.h"
 #include "tests/thread_ranks.h"
+#include "zeropp/backend_factory.h"
+#include "zeropp/device.h"
 #include "zeropp/zeropp.h"
 
 namespace zeropp {
@@ -77,8 +79,25 @@ inline at::Tensor Loss(ModelKind kind, const at::Tensor& out, const at::Tensor& 
   return at::mse_loss(out.to(at::kFloat), target);
 }
 
+// The devices every parity, pipeline and offload test runs on. A case on a device this binary or
+// machine cannot use skips with the reason (GTEST_SKIP in the test body, via SkipReason).
+inline std::vector<std::string> Devices() { return {"cpu", "cuda"}; }
+inline std::string SkipReason(const std::string& device) { return DeviceUnavailableReason(device); }
+// NCCL where every thread-rank has a GPU of its own; otherwise Gloo with host staging (several
+// ranks on one GPU), and Gloo on cpu.
+inline std::string BackendFor(const std::string& device, int ranks) {
+  return device == "cuda" && HasNcclBackend() && CudaDeviceCount() >= ranks ? "nccl" : "gloo";
+}
+// Sets device and backend on both the groups' and the trainer's options.
+inline void PlaceOn(const std::string& device, int ranks, ProcessGroupsOptions* po, TrainerOptions* to) {
+  po->backend = BackendFor(device, ranks);
+  to->device = device;
+  to->backend = po->backend;
+}
+
 struct ParityCase {
   std::string name;
+  std::string device = "cpu";
   int n = 2;
   ParallelConfig cfg;
   EngineOptions options;
@@ -114,6 +133,7 @@ inline std::vector<RankRecord> RunZeropp(const ParityCase& c) {
     to.layout = c.cfg;
     to.engine = c.options;
     to.microbatches = c.micro;
+    PlaceOn(c.device, c.n, &po, &to);
     Trainer trainer(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, c.n, c.cfg, po), to);
     const Engine& engine = trainer.engine();
     RankRecord& rec = records[rank];

@@ -27,12 +27,15 @@ struct Target {
   const char* params;
 };
 
-class EngineOffloadTest : public ::testing::TestWithParam<std::tuple<Target, int>> {};
+class EngineOffloadTest : public ::testing::TestWithParam<std::tuple<Target, int, std::string>> {};
 
 TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
   const Target t = std::get<0>(GetParam());
   const int n = std::get<1>(GetParam());
+  const std::string skip = testing::SkipReason(std::get<2>(GetParam()));
+  if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
   testing::ParityCase c;
+  c.device = std::get<2>(GetParam());
   c.n = n;
   c.cfg = {1, n, 1, DpMode::kDp};
   c.model = testing::ModelKind::kGpt;
@@ -78,9 +81,10 @@ INSTANTIATE_TEST_SUITE_P(Targets, EngineOffloadTest,
                                                               Target{"params_cpu", "none", "cpu"},
                                                               Target{"params_nvme", "none", "nvme"},
                                                               Target{"all_nvme", "nvme", "nvme"}),
-                                            ::testing::Values(1, 2)),
+                                            ::testing::Values(1, 2), ::testing::ValuesIn(testing::Devices())),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param).name) + "_n" + std::to_string(std::get<1>(info.param));
+                           return std::string(std::get<0>(info.param).name) + "_n" + std::to_string(std::get<1>(info.param)) +
+                                  "_" + std::get<2>(info.param);
                          });
 
 TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {

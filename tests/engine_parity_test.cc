@@ -67,10 +67,13 @@ std::vector<ParityCase> Cases() {
   return cases;
 }
 
-class EngineParityTest : public ::testing::TestWithParam<ParityCase> {};
+class EngineParityTest : public ::testing::TestWithParam<std::tuple<ParityCase, std::string>> {};
 
 TEST_P(EngineParityTest, MatchesSingleProcessAdamW) {
-  const ParityCase& c = GetParam();
+  ParityCase c = std::get<0>(GetParam());
+  c.device = std::get<1>(GetParam());
+  const std::string skip = testing::SkipReason(c.device);
+  if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
   auto ranks = testing::RunZeropp(c);
   if (::testing::Test::HasFailure()) return;
   testing::RankRecord ref = testing::RunReference(c);
@@ -98,8 +101,9 @@ TEST_P(EngineParityTest, MatchesSingleProcessAdamW) {
   EXPECT_NE(ref.losses.front(), ref.losses.back());
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, EngineParityTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, EngineParityTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::ValuesIn(testing::Devices())),
+                         [](const auto& info) { return std::get<0>(info.param).name + "_" + std::get<1>(info.param); });
 
 }  // namespace
 }  // namespace zeropp

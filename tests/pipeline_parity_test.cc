@@ -10,6 +10,7 @@ namespace {
 
 struct PipeCase {
   std::string name;
+  std::string device = "cpu";
   ParallelConfig cfg;
   PipelineOptions pipe;
   int microbatches = 4;
@@ -42,7 +43,9 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
   testing::RunRanks(n, [&](int rank, const auto& store) {
     ProcessGroupsOptions po;
     po.comm.timeout = std::chrono::milliseconds(60000);
-    Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, po), OptionsOf(c, opts));
+    TrainerOptions to = OptionsOf(c, opts);
+    testing::PlaceOn(c.device, n, &po, &to);
+    Trainer ex(models[rank].ptr(), ProcessGroups::CreateWithStore(store, rank, n, c.cfg, po), to);
     const MeshCoord me = c.cfg.CoordOf(rank);
     const int dp_rank = me.dp_index * c.cfg.zero + me.zero_index;
     testing::ModelKind kind = c.model;
@@ -77,10 +80,13 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
   return records;
 }
 
-class PipelineParityTest : public ::testing::TestWithParam<PipeCase> {};
+class PipelineParityTest : public ::testing::TestWithParam<std::tuple<PipeCase, std::string>> {};
 
 TEST_P(PipelineParityTest, MatchesSingleProcessAdamW) {
-  const PipeCase& c = GetParam();
+  PipeCase c = std::get<0>(GetParam());
+  c.device = std::get<1>(GetParam());
+  const std::string skip = testing::SkipReason(c.device);
+  if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
   EngineOptions opts = testing::BaseOptions();
   opts.adamw.eps = 1e-6f;  // see engine_parity_test.cc: the GPT's key bias has a zero gradient
   opts.max_grad_norm = 0.5;
@@ -179,8 +185,9 @@ std::vector<PipeCase> Cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, PipelineParityTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Schedules, PipelineParityTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::ValuesIn(testing::Devices())),
+                         [](const auto& info) { return std::get<0>(info.param).name + "_" + std::get<1>(info.param); });
 
 }  // namespace
 }  // namespace zeropp

@@ -281,10 +281,14 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const double peak_rss_mb = MaxOverRanks(groups->world(), PeakRssMb());
+  // On a GPU: the caching allocator's peak (the most over ranks), after the RSS figure.
+  const double peak_device_mb =
+      MaxOverRanks(groups->world(), trainer->Memory().device.peak_allocated_bytes / 1048576.0);
   if (lead) {
-    std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
+    std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f%s\n",
                 (long long)cfg.steps, first_loss, last_loss, tokens_per_step * (cfg.steps - start) / secs,
-                peak_rss_mb);
+                peak_rss_mb,
+                to.device == "cpu" ? "" : absl::StrCat(" peak_device_mb=", static_cast<int64_t>(peak_device_mb + 0.5)).c_str());
     std::fflush(stdout);
   }
   groups->world().Barrier()->Wait();

@@ -170,6 +170,16 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"width", {false, [&](const std::string& v) { c.gpt.width = i64("width", v, 1, kIntMax); }}},
       {"depth", {false, [&](const std::string& v) { c.gpt.depth = i64("depth", v, 1, kIntMax); }}},
       {"heads", {false, [&](const std::string& v) { c.gpt.heads = i64("heads", v, 1, kIntMax); }}},
+      {"device", {false, [&](const std::string& v) {
+         if (v != "cpu" && v != "cuda") throw std::invalid_argument("device: got '" + v + "', expected cpu or cuda");
+         c.trainer.device = v;
+       }}},
+      {"backend", {false, [&](const std::string& v) {
+         if (v != "auto" && v != "gloo" && v != "nccl") {
+           throw std::invalid_argument("backend: got '" + v + "', expected auto, gloo or nccl");
+         }
+         c.trainer.backend = v;
+       }}},
       {"pp", {false, [&](const std::string& v) { lay.pp = i32("pp", v, 1); }}},
       {"zero", {false, [&](const std::string& v) { lay.zero = i32("zero", v, 1); }}},
       {"dp", {false, [&](const std::string& v) { lay.dp = i32("dp", v, 1); }}},

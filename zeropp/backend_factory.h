@@ -1,8 +1,8 @@
 // backend_factory.h: the c10d backend for a device kind.
 //
-// "cpu" -> ProcessGroupGloo; "cuda" -> ProcessGroupNCCL (only in builds made with --config=cuda;
-// other builds refuse with a message saying how to get one). Anything else is refused with the
-// list of supported devices.
+// "gloo" -> ProcessGroupGloo (host tensors; GPU tensors are staged by the Communicator); "nccl" ->
+// ProcessGroupNCCL (only in builds made with --config=cuda; other builds refuse with a message
+// saying how to get one). Anything else is refused with the list of supported backends.
 #pragma once
 
 #include <chrono>
@@ -18,7 +18,7 @@ class Store;
 namespace zeropp {
 
 // Blocks until every rank of the group joined or `timeout` passed. Call on every group rank.
-c10::intrusive_ptr<c10d::Backend> MakeBackend(const std::string& device,
+c10::intrusive_ptr<c10d::Backend> MakeBackend(const std::string& backend,
                                               const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                               int size, std::chrono::milliseconds timeout);
 

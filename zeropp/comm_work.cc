@@ -22,6 +22,11 @@ void CommWork::Wait() {
                                  " ms (timeout ", timeout_.count(), " ms plus grace)"));
   }
   if (error_) std::rethrow_exception(error_);
+  if (!done_event_.null()) {
+    done_event_.Block();
+    done_event_ = StreamEvent();
+  }
+  held_.clear();
 }
 
 bool CommWork::IsCompleted() {

@@ -14,6 +14,11 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "zeropp/device.h"
 
 namespace zeropp {
 
@@ -32,6 +37,9 @@ class CommWork {
 
   // Blocks until done. Throws CommError if the operation failed, or if it has not finished within
   // its timeout plus a grace period (the worker reports the precise cause first when it can).
+  // On a device, "done" means issued and ordered: the caller's current stream is made to wait on
+  // the operation's completion event (no host synchronisation), after which the tensors the
+  // operation held are released (their memory is reused only after the waiting stream's work).
   void Wait();
   // Non-blocking.
   bool IsCompleted();
@@ -43,6 +51,12 @@ class CommWork {
   // For operations that are completed by waiting on something else (point-to-point): Wait()
   // runs `waiter` on the caller's thread exactly once.
   void SetWaiter(std::function<void()> waiter) { waiter_ = std::move(waiter); }
+  // Device operations: the event the consumer's stream waits on, and the tensors kept alive until
+  // then (set by the thread that ran the operation, before MarkDone).
+  void SetDone(StreamEvent done, std::vector<at::Tensor> held) {
+    done_event_ = std::move(done);
+    held_ = std::move(held);
+  }
 
  private:
   uint64_t seq_;
@@ -53,6 +67,8 @@ class CommWork {
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  StreamEvent done_event_;
+  std::vector<at::Tensor> held_;
 };
 
 }  // namespace zeropp

@@ -8,6 +8,7 @@
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -96,6 +97,11 @@ Communicator::Communicator(std::string name, int global_rank, std::vector<int> g
                                  backend_->getRank(), "/", backend_->getSize(), ", expected ", rank_,
                                  "/", size()));
   }
+  if (backend_name() == "nccl") {
+    // NCCL's own collectives are bandwidth-optimal rings already; the send/recv ring is for Gloo.
+    options_.algorithm = Algorithm::kNative;
+    backend_device_ = CurrentCudaDevice();
+  }
   p2p_send_count_.assign(size(), 0);
   p2p_recv_count_.assign(size(), 0);
   for (int i = 0; i < kNumOpKinds; ++i) {
@@ -182,9 +188,32 @@ void Communicator::Fail(const OpRecord& r, const std::string& what,
                                "; recent ops: ", Timeline()));
 }
 
-std::shared_ptr<CommWork> Communicator::Enqueue(OpKind kind, int64_t bytes, int peer,
+at::Tensor Communicator::ForBackend(const at::Tensor& t) const {
+  if (!t.defined() || t.device() == backend_device_) return t;
+  return t.to(backend_device_).contiguous();
+}
+
+void Communicator::FromBackend(const at::Tensor& dst, const at::Tensor& staged) {
+  if (dst.defined() && !staged.is_same(dst)) dst.copy_(staged);
+}
+
+namespace {
+StreamRole RoleOf(OpKind kind) {
+  return kind == OpKind::kReduceScatter || kind == OpKind::kAllReduce ? StreamRole::kReduce : StreamRole::kUnshard;
+}
+}  // namespace
+
+std::shared_ptr<CommWork> Communicator::Enqueue(OpKind kind, int64_t bytes, int peer, std::vector<at::Tensor> tensors,
                                                 std::function<void(const Task&)> run) {
   Task task;
+  for (const auto& t : tensors) {
+    if (t.defined() && !t.is_cpu()) {
+      task.device = t.device();
+      task.ready = StreamEvent::RecordCurrent(task.device);  // on the issuing (compute) stream
+      break;
+    }
+  }
+  if (!task.device.is_cpu()) task.held = std::move(tensors);
   task.record.kind = kind;
   task.record.bytes = bytes;
   task.record.peer = peer;
@@ -229,7 +258,16 @@ void Communicator::WorkerLoop() {
     const int64_t start_us = NowUs();
     log_.SetState(task.record.seq, OpState::kRunning, start_us);
     try {
+      std::unique_ptr<StreamScope> scope;
+      if (!task.device.is_cpu()) {
+        SetCurrentDevice(task.device);
+        scope = std::make_unique<StreamScope>(task.device, RoleOf(task.record.kind));
+        task.ready.Block();  // the role's stream waits for the producer's work, not the host
+      }
       task.run(task);
+      if (!task.device.is_cpu()) {
+        task.work->SetDone(StreamEvent::RecordCurrent(task.device), std::move(task.held));
+      }
       const int64_t end_us = NowUs();
       log_.SetState(task.record.seq, OpState::kDone, end_us);
       {
@@ -375,18 +413,19 @@ std::shared_ptr<CommWork> Communicator::AllGather(at::Tensor out, at::Tensor in)
   CheckContiguous(in, "input", op);
   CheckShardedPair(out, "output", in, "input", size(), op);
   const int64_t bytes = out.nbytes();
-  return Enqueue(OpKind::kAllGather, bytes, -1, [this, out, in](const Task& t) {
-    at::Tensor flat_out = out.view({-1}), flat_in = in.view({-1});
+  return Enqueue(OpKind::kAllGather, bytes, -1, {out, in}, [this, out, in](const Task& t) {
+    at::Tensor flat_out = ForBackend(out.view({-1})), flat_in = ForBackend(in.view({-1}));
     if (options_.algorithm == Algorithm::kNative) {
       auto w = backend_->_allgather_base(flat_out, flat_in);
       WaitNative(t.record, w);
       int64_t moved = flat_out.nbytes() / size() * (size() - 1);
       CountModeled(OpKind::kAllGather, moved, moved);
-      return;
+    } else {
+      auto b = EqualBounds(flat_in.numel(), size());
+      Chunk(flat_out, b, rank_).copy_(flat_in);
+      RingAllGather(t.record, flat_out, b, OpKind::kAllGather);
     }
-    auto b = EqualBounds(flat_in.numel(), size());
-    Chunk(flat_out, b, rank_).copy_(flat_in);
-    RingAllGather(t.record, flat_out, b, OpKind::kAllGather);
+    FromBackend(out.view({-1}), flat_out);
   });
 }
 
@@ -395,8 +434,8 @@ std::shared_ptr<CommWork> Communicator::ReduceScatter(at::Tensor out, at::Tensor
   CheckContiguous(out, "output", op);
   CheckContiguous(in, "input", op);
   CheckShardedPair(in, "input", out, "output", size(), op);
-  return Enqueue(OpKind::kReduceScatter, in.nbytes(), -1, [this, out, in, rop](const Task& t) {
-    at::Tensor flat_out = out.view({-1}), flat_in = in.view({-1});
+  return Enqueue(OpKind::kReduceScatter, in.nbytes(), -1, {out, in}, [this, out, in, rop](const Task& t) {
+    at::Tensor flat_out = ForBackend(out.view({-1})), flat_in = ForBackend(in.view({-1}));
     if (options_.algorithm == Algorithm::kNative) {
       auto w = backend_->_reduce_scatter_base(flat_out, flat_in);
       WaitNative(t.record, w);
@@ -409,14 +448,15 @@ std::shared_ptr<CommWork> Communicator::ReduceScatter(at::Tensor out, at::Tensor
                         OpKind::kReduceScatter);
     }
     if (rop == ReduceOp::kAvg) flat_out.div_(size());
+    FromBackend(out.view({-1}), flat_out);
   });
 }
 
 std::shared_ptr<CommWork> Communicator::AllReduce(at::Tensor t_in, ReduceOp rop) {
   const std::string op = OpName("all_reduce");
   CheckContiguous(t_in, "tensor", op);
-  return Enqueue(OpKind::kAllReduce, t_in.nbytes(), -1, [this, t_in, rop](const Task& t) {
-    at::Tensor flat = t_in.view({-1});
+  return Enqueue(OpKind::kAllReduce, t_in.nbytes(), -1, {t_in}, [this, t_in, rop](const Task& t) {
+    at::Tensor flat = ForBackend(t_in.view({-1}));
     if (options_.algorithm == Algorithm::kNative) {
       std::vector<at::Tensor> v{flat};
       auto w = backend_->allreduce(v);
@@ -429,6 +469,7 @@ std::shared_ptr<CommWork> Communicator::AllReduce(at::Tensor t_in, ReduceOp rop)
       RingAllGather(t.record, flat, b, OpKind::kAllReduce);
     }
     if (rop == ReduceOp::kAvg) flat.div_(size());
+    FromBackend(t_in.view({-1}), flat);
   });
 }
 
@@ -438,8 +479,8 @@ std::shared_ptr<CommWork> Communicator::Broadcast(at::Tensor t_in, int root) {
   if (root < 0 || root >= size()) {
     throw CommError(absl::StrCat(op, ": root ", root, " outside group of ", size(), " ranks"));
   }
-  return Enqueue(OpKind::kBroadcast, t_in.nbytes(), root, [this, t_in, root](const Task& t) {
-    at::Tensor flat = t_in.view({-1});
+  return Enqueue(OpKind::kBroadcast, t_in.nbytes(), root, {t_in}, [this, t_in, root](const Task& t) {
+    at::Tensor flat = ForBackend(t_in.view({-1}));
     if (options_.algorithm == Algorithm::kNative) {
       std::vector<at::Tensor> v{flat};
       c10d::BroadcastOptions o;
@@ -447,17 +488,22 @@ std::shared_ptr<CommWork> Communicator::Broadcast(at::Tensor t_in, int root) {
       WaitNative(t.record, backend_->broadcast(v, o));
       bool last = (rank_ - root + size()) % size() == size() - 1;
       CountModeled(OpKind::kBroadcast, last ? 0 : flat.nbytes(), rank_ == root ? 0 : flat.nbytes());
-      return;
+    } else {
+      ChainBroadcast(t.record, flat, root);
     }
-    ChainBroadcast(t.record, flat, root);
+    FromBackend(t_in.view({-1}), flat);
   });
 }
 
 std::shared_ptr<CommWork> Communicator::Barrier() {
-  return Enqueue(OpKind::kBarrier, 0, -1, [this](const Task& t) {
+  return Enqueue(OpKind::kBarrier, 0, -1, {}, [this](const Task& t) {
     if (size() == 1) return;
-    at::Tensor flat = at::empty({size()}, at::TensorOptions().dtype(at::kInt));
-    flat.fill_(1);
+    at::Tensor flat = ForBackend(at::ones({size()}, at::TensorOptions().dtype(at::kInt)));
+    if (options_.algorithm == Algorithm::kNative) {
+      at::Tensor mine = flat.narrow(0, rank_, 1).clone();
+      WaitNative(t.record, backend_->_allgather_base(flat, mine));
+      return;
+    }
     RingAllGather(t.record, flat, EqualBounds(1, size()), OpKind::kBarrier);
   });
 }
@@ -497,13 +543,31 @@ std::shared_ptr<CommWork> Communicator::PointToPoint(bool send, at::Tensor t, in
     auto& counter = send ? p2p_send_count_[peer] : p2p_recv_count_[peer];
     tag = kP2PTagBit | static_cast<int>(counter++ & kTagMask);
   }
-  std::vector<at::Tensor> v{t};
-  auto w = send ? backend_->send(v, peer, tag) : backend_->recv(v, peer, tag);
+  // On a device the transfer runs on the p2p stream after the issuing stream's work; a staged
+  // send copies now, a staged receive lands in its own buffer and is copied back in Wait().
+  const c10::Device dev = !t.is_cpu() ? t.device() : backend_device_;
+  StreamEvent ready = StreamEvent::RecordCurrent(dev);
+  c10::intrusive_ptr<c10d::Work> w;
+  at::Tensor staged;
+  {
+    StreamScope scope(dev, StreamRole::kP2P);
+    ready.Block();
+    staged = send ? ForBackend(t) : (t.device() == backend_device_ ? t : at::empty(t.sizes(), t.options().device(backend_device_)));
+    std::vector<at::Tensor> v{staged};
+    w = send ? backend_->send(v, peer, tag) : backend_->recv(v, peer, tag);
+  }
   log_.Add(r);
   auto work = std::make_shared<CommWork>(r.seq, Describe(r), options_.timeout);
-  work->SetWaiter([this, w, r, t, send] {
+  work->SetWaiter([this, w, r, t, staged, send, dev] {
     try {
-      w->wait(options_.timeout);
+      StreamEvent done;
+      {
+        StreamScope scope(dev, StreamRole::kP2P);
+        w->wait(options_.timeout);
+        if (!send) FromBackend(t, staged);
+        done = StreamEvent::RecordCurrent(dev);
+      }
+      done.Block();  // the caller's stream now orders after the transfer
     } catch (const std::exception& e) {
       log_.SetState(r.seq, OpState::kFailed, NowUs());
       Fail(r, absl::StrCat(send ? "send" : "receive", " failed: ", e.what()), {r.peer});

@@ -9,6 +9,17 @@
 // Gloo's own reduce-scatter is an all-reduce underneath (2x the bytes); Algorithm::kNative keeps
 // the backend's collectives for comparison, with bytes from the backend's algorithm (`modeled`).
 //
+// On NCCL the backend's own collectives run (all-gather into one tensor, reduce-scatter from one
+// tensor, all-reduce, broadcast, send/recv); NCCL runs rings for these, so the counters hold the
+// ring's bytes per rank, marked `modeled`.
+//
+// Devices (device.h): tensors may live on a GPU. The caller's current stream is captured by an
+// event when an operation is issued; the operation runs on the stream of its role (all-gather and
+// broadcast: unshard; reduce-scatter and all-reduce: reduce; send/recv: p2p) after waiting on that
+// event, and CommWork::Wait makes the caller's stream wait on its completion event. A backend that
+// cannot take the tensor's device (Gloo with GPU tensors, NCCL with host tensors) gets a staged
+// copy on its own device, copied back on the operation's stream (several ranks on one GPU run so).
+//
 // Threads: collectives run in issue order on one worker thread per Communicator (the "comm
 // stream"), so compute on the caller thread overlaps them. Send/Recv are issued on the caller's
 // thread directly to the backend and complete in Wait(). A heartbeat thread publishes to the
@@ -39,6 +50,7 @@
 
 #include "zeropp/comm_stats.h"
 #include "zeropp/comm_work.h"
+#include "zeropp/device.h"
 
 namespace c10d {
 class Backend;
@@ -107,11 +119,18 @@ class Communicator {
     OpRecord record;
     std::function<void(const Task&)> run;  // runs on the worker; throws on failure
     std::shared_ptr<CommWork> work;
+    c10::Device device{c10::kCPU};  // of the operation's tensors
+    StreamEvent ready;              // the issuing stream's work up to the operation
+    std::vector<at::Tensor> held;   // kept alive until the consumer's stream waited
   };
 
   std::shared_ptr<CommWork> PointToPoint(bool send, at::Tensor t, int peer, int tag);
-  std::shared_ptr<CommWork> Enqueue(OpKind kind, int64_t bytes, int peer,
+  std::shared_ptr<CommWork> Enqueue(OpKind kind, int64_t bytes, int peer, std::vector<at::Tensor> tensors,
                                     std::function<void(const Task&)> run);
+  // `t` on the backend's device: itself, or a staged copy (device.h's staging rule).
+  at::Tensor ForBackend(const at::Tensor& t) const;
+  // Copies a staged result back into `dst` (nothing when `staged` is `dst` itself).
+  static void FromBackend(const at::Tensor& dst, const at::Tensor& staged);
   void WorkerLoop();
   void HeartbeatLoop();
   std::string Describe(const OpRecord& r) const;
@@ -139,6 +158,7 @@ class Communicator {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> backend_;
   CommOptions options_;
+  c10::Device backend_device_{c10::kCPU};  // where the backend takes tensors (cuda for NCCL)
 
   mutable std::mutex stats_mu_;
   CommStats stats_;

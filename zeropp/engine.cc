@@ -32,9 +32,14 @@ uint64_t Fnv(uint64_t h, const std::string& s) {
 }  // namespace
 
 std::string MemoryStats::ToString() const {
-  return absl::StrCat("param_shard=", param_shard_bytes, " master=", master_bytes, " grad_shard=",
-                      grad_shard_bytes, " optim=", optim_state_bytes, " unsharded_peak=",
-                      unsharded_peak_bytes, " grad_unsharded_peak=", grad_unsharded_peak_bytes);
+  std::string s = absl::StrCat("param_shard=", param_shard_bytes, " master=", master_bytes, " grad_shard=",
+                               grad_shard_bytes, " optim=", optim_state_bytes, " unsharded_peak=",
+                               unsharded_peak_bytes, " grad_unsharded_peak=", grad_unsharded_peak_bytes);
+  if (device.total_bytes > 0) {
+    absl::StrAppend(&s, " device_allocated=", device.allocated_bytes, " device_reserved=", device.reserved_bytes,
+                    " device_peak=", device.peak_allocated_bytes, " device_total=", device.total_bytes);
+  }
+  return s;
 }
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, EngineOptions options,
@@ -64,6 +69,12 @@ Engine::~Engine() {
     FinishReductions(true);
   } catch (...) {
   }
+}
+
+c10::Device Engine::MasterDevice() const {
+  // ZeRO-Offload on a GPU: the fp32 master and the moments stay on the host, AdamW runs there.
+  if (!options_.device.is_cpu() && options_.offload.optimizer != OffloadTarget::kNone) return c10::Device(c10::kCPU);
+  return options_.device;
 }
 
 std::string Engine::Where() const { return absl::StrCat("[rank ", groups_.rank(), "]"); }
@@ -128,7 +139,7 @@ void Engine::BuildUnits(const UnitPlan& plan) {
     std::unique_ptr<FlatParam> flat;
     if (!entries.empty()) {
       flat = std::make_unique<FlatParam>(std::move(entries), zero, zero_rank, pad, options_.param_dtype,
-                                         options_.reduce_dtype);
+                                         options_.reduce_dtype, options_.device, MasterDevice());
     }
     units_.push_back(std::make_unique<SchedulingUnit>(static_cast<int>(u), begin, end, std::move(flat), needs[u]));
   }
@@ -196,6 +207,10 @@ void Engine::InitializeShards() {
   }
   for (auto& b : seq_->buffers(/*recurse=*/true)) {
     if (b.is_contiguous()) world.Broadcast(b, 0)->Wait();
+    if (b.device() != options_.device) {
+      c10::NoGradGuard no_grad;
+      b.set_data(b.to(options_.device));
+    }
   }
   const auto& cfg = groups_.config();
   const int dp_index = cfg.CoordOf(groups_.rank()).dp_index;
@@ -208,7 +223,7 @@ void Engine::InitializeShards() {
       own_begin = f->shard_begin() + dp_index * sub;
       own_end = own_begin + sub;
     }
-    optimizer_.AddUnit(f, own_begin, own_end);
+    optimizer_.AddUnit(f, own_begin, own_end, MasterDevice());
   }
 }
 
@@ -279,7 +294,7 @@ void Engine::ReduceGrad(int u) {
   units_[u]->StartReduce();
   at::Tensor src = f->grad_full();
   if (f->reduce_dtype() != f->param_dtype()) src = src.to(f->reduce_dtype());
-  at::Tensor out = at::empty({f->shard_numel()}, at::TensorOptions().dtype(f->reduce_dtype()));
+  at::Tensor out = at::empty({f->shard_numel()}, src.options());
   PendingReduce p{u, groups_.zero().ReduceScatter(out, src, ReduceOp::kAvg), out, f->full_bytes()};
   ++reduce_scatters_;
   f->ReleaseGradFull();
@@ -344,7 +359,7 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       CountedWait(dp.ReduceScatter(sub, g, ReduceOp::kAvg));
       g.narrow(0, b, n).copy_(sub);
     }
-    sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
+    sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(MasterDevice(), at::kFloat).contiguous());
     f->ReleaseGradShard(/*dirty=*/cfg.dp > 1);
   }
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
@@ -367,8 +382,9 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
     const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
     at::Tensor g = f->AcquireGradShard();
-    at::Tensor owned = g.narrow(0, b, n).to(at::kFloat).contiguous();
     at::Tensor master = f->AcquireMaster();
+    // Optimizer offload on a GPU: the gradient goes to the host master's side (ZeRO-Offload).
+    at::Tensor owned = g.narrow(0, b, n).to(master.device(), at::kFloat).contiguous();
     optimizer_.StepUnit(i, master, owned, scale);
     f->ReleaseGradShard(/*dirty=*/false);
     if (f->master_is_shard()) {
@@ -401,6 +417,14 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       throw std::runtime_error(absl::StrCat(Where(), " memory budget exceeded at step ", optimizer_.step(), ": ", used,
                                             " bytes accounted (", mem.ToString(), ", host pool ", mem.host_pool_bytes,
                                             ") > memory_budget_bytes ", options_.memory_budget_bytes));
+    }
+    // On a GPU the caching allocator's peak is the truth (activations and workspaces included).
+    if (mem.device.peak_allocated_bytes > options_.memory_budget_bytes) {
+      throw std::runtime_error(absl::StrCat(Where(), " memory budget exceeded at step ", optimizer_.step(), " on ",
+                                            options_.device.str(), ": the caching allocator's peak is ",
+                                            mem.device.peak_allocated_bytes, " bytes (reserved ",
+                                            mem.device.reserved_bytes, ") > memory_budget_bytes ",
+                                            options_.memory_budget_bytes));
     }
   }
   StepResult r;
@@ -457,10 +481,11 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {
   for (auto& u : units_) {
     FlatParam* f = u->flat();
     if (!f) continue;
-    at::Tensor full = at::empty({f->padded_numel()}, at::TensorOptions().dtype(at::kFloat));
     at::Tensor shard = f->AcquireMaster();
+    at::Tensor full = at::empty({f->padded_numel()}, shard.options());
     groups_.zero().AllGather(full, shard.contiguous())->Wait();
     f->ReleaseMaster(/*dirty=*/false);
+    full = full.to(at::kCPU);  // values for the caller, on the host
     for (const auto& e : f->entries()) by_name[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
   }
   std::vector<std::pair<std::string, at::Tensor>> out;

@@ -29,6 +29,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "zeropp/comm_stats.h"
+#include "zeropp/device.h"
 #include "zeropp/engine_options.h"
 #include "zeropp/process_groups.h"
 #include "zeropp/scheduling_unit.h"
@@ -60,6 +61,7 @@ struct MemoryStats {
   int64_t nvme_bytes = 0;          // of the above model state, held in offload files
   int64_t host_pool_bytes = 0;     // host pool in use + cached (cpu tier and I/O staging)
   offload::SwapStats io;           // bytes read/written by the offload tiers, time waited
+  DeviceMemory device;             // the GPU's caching allocator (zeros on cpu)
   int64_t ModelStateBytes() const {
     return param_shard_bytes + master_bytes + grad_shard_bytes + optim_state_bytes;
   }
@@ -178,6 +180,7 @@ class Engine {
   void SetUpOffload();
   void EstimateAndCheckBudget();
   std::string Where() const;
+  c10::Device MasterDevice() const;  // where fp32 master shards and AdamW moments live
 
   std::shared_ptr<torch::nn::SequentialImpl> seq_;
   ProcessGroups& groups_;

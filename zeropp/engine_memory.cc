@@ -62,7 +62,7 @@ void Engine::OffloadActivation(int k, at::Tensor* saved) {
     act_slot_.assign(num_units(), -1);
     act_shape_.resize(num_units());
   }
-  at::Tensor t = saved->detach().contiguous();
+  at::Tensor t = saved->detach().to(at::kCPU).contiguous();  // the tiers hold host memory
   if (act_slot_[k] < 0 || act_shape_[k] != t.sizes().vec()) {
     act_slot_[k] = swap_->Register(absl::StrCat("unit", k, ".input"), t, ToTier(options_.offload.activations));
     act_shape_[k] = t.sizes().vec();
@@ -79,7 +79,7 @@ void Engine::PrefetchActivation(int k) {
 }
 
 at::Tensor Engine::FetchActivation(int k) {
-  at::Tensor t = swap_->Acquire(act_slot_[k]).clone();
+  at::Tensor t = swap_->Acquire(act_slot_[k]).to(options_.device, /*non_blocking=*/false, /*copy=*/true);
   swap_->Release(act_slot_[k], /*dirty=*/false);
   return k == 0 || !t.is_floating_point() ? t : t.requires_grad_(true);
 }
@@ -102,6 +102,7 @@ MemoryStats Engine::Memory() const {
   s.unsharded_peak_bytes = unsharded_peak_;
   s.grad_unsharded_live_bytes = grad_live_;
   s.grad_unsharded_peak_bytes = grad_peak_;
+  s.device = QueryDeviceMemory(options_.device);
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include "kernels/adamw.h"
@@ -18,9 +19,10 @@ struct UnitPolicy {
   std::vector<int> starts;          // kExplicit: first child index of each unit, starts[0] == 0
 };
 
-// Where a kind of training state lives besides device memory. On this CPU build "device" and
-// "cpu" are the same memory; kCpu then only moves the state into the pinned/host pool, kNvme
-// moves it to files.
+// Where a kind of training state lives besides device memory. With device cpu, "device" and "cpu"
+// are the same memory: kCpu then only moves the state into the host pool; on a GPU, kCpu keeps it
+// in page-locked host memory (ZeRO-Offload: the fp32 master moves to the host with the moments,
+// and AdamW runs on the CPU); kNvme moves it to files.
 enum class OffloadTarget { kNone, kCpu, kNvme };
 const char* Name(OffloadTarget t);  // none | cpu | nvme
 // Throws std::invalid_argument naming `field`, the text and the choices.
@@ -44,6 +46,9 @@ struct OffloadOptions {
 };
 
 struct EngineOptions {
+  // Where shards, gathered buffers, gradients and (unless offloaded) the fp32 master and AdamW
+  // moments live: cpu, or cuda:i (TrainerOptions::device resolves it from LOCAL_RANK).
+  c10::Device device = c10::Device(c10::kCPU);
   UnitPolicy units;
   int prefetch_depth = 1;           // units gathered ahead of the one computing (0 = none)
   int max_live_units = 0;           // cap on unsharded units at once (0 = no cap)

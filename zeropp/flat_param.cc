@@ -12,13 +12,16 @@
 namespace zeropp {
 
 FlatParam::FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_rank, int64_t pad_multiple,
-                     at::ScalarType param_dtype, at::ScalarType reduce_dtype)
+                     at::ScalarType param_dtype, at::ScalarType reduce_dtype, c10::Device device,
+                     c10::Device master_device)
     : entries_(std::move(entries)),
       zero_size_(zero_size),
       zero_rank_(zero_rank),
       param_dtype_(param_dtype),
       reduce_dtype_(reduce_dtype),
-      elem_bytes_(static_cast<int64_t>(c10::elementSize(param_dtype))) {
+      elem_bytes_(static_cast<int64_t>(c10::elementSize(param_dtype))),
+      device_(device),
+      master_device_(master_device) {
   for (auto& e : entries_) {
     e.offset = numel_;
     numel_ += e.numel;
@@ -38,12 +41,18 @@ at::Tensor FlatParam::GatherLocalValues() const {
 
 void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* swap, offload::Tier tier) {
   at::Tensor mine = full_fp32.narrow(0, shard_begin(), shard_numel_);
+  // Offloaded state lives on the swap tier (host memory or files): master and shard are one tensor
+  // there when the compute dtype is fp32. Resident state: the master on master_device, the shard on
+  // the device (one tensor when both coincide and the compute dtype is fp32).
+  const c10::Device master_dev = swap != nullptr ? c10::Device(c10::kCPU) : master_device_;
+  master_is_shard_ = param_dtype_ == at::kFloat && (swap != nullptr || master_dev == device_);
   // Offloaded state is copied into the swap manager below, so no resident copy is made here.
-  master_ = swap != nullptr ? mine : mine.clone();
-  shard_ = master_is_shard() ? master_ : master_.to(param_dtype_);
-  if (swap == nullptr) grad_shard_ = at::zeros({shard_numel_}, at::TensorOptions().dtype(reduce_dtype_));
-  full_is_shard_ = zero_size_ == 1 && swap == nullptr;
-  full_ = full_is_shard_ ? shard_ : at::empty({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
+  master_ = swap != nullptr ? mine : mine.to(master_dev, /*non_blocking=*/false, /*copy=*/true);
+  shard_ = master_is_shard() ? master_ : mine.to(swap != nullptr ? master_dev : device_, param_dtype_);
+  const auto on_device = at::TensorOptions().device(device_);
+  if (swap == nullptr) grad_shard_ = at::zeros({shard_numel_}, on_device.dtype(reduce_dtype_));
+  full_is_shard_ = zero_size_ == 1 && swap == nullptr && shard_.device() == device_;
+  full_ = full_is_shard_ ? shard_ : at::empty({padded_numel_}, on_device.dtype(param_dtype_));
   c10::NoGradGuard no_grad;
   for (auto& e : entries_) {
     e.param.set_data(full_.narrow(0, e.offset, e.numel).view(e.shape));
@@ -111,7 +120,7 @@ void FlatParam::FreeFull() {
 }
 
 void FlatParam::AllocateGradFull() {
-  grad_full_ = at::zeros({padded_numel_}, at::TensorOptions().dtype(param_dtype_));
+  grad_full_ = at::zeros({padded_numel_}, at::TensorOptions().device(device_).dtype(param_dtype_));
   for (auto& e : entries_) {
     if (e.trainable) e.param.mutable_grad() = grad_full_.narrow(0, e.offset, e.numel).view(e.shape);
   }

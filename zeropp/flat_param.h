@@ -13,6 +13,10 @@
 // Module parameters are bound once (set_data) to views of the full buffer; their .grad to views
 // of the full gradient buffer, so autograd accumulates straight into the flat gradient.
 //
+// Device: shard, master, gradient shard and the full buffers live on `device` (cpu or cuda:i);
+// `master_device` may be the host instead (optimizer offload on a GPU: the fp32 master sits with
+// the CPU optimizer's moments and the compute shard is a separate tensor on the device).
+//
 // Offload: with a SwapManager, the shard, the fp32 master and the gradient shard live on its tier
 // (cpu or nvme) and are reached only through Acquire*/Release* pairs (resident tensors otherwise,
 // for which the pairs cost nothing).
@@ -44,9 +48,10 @@ class FlatParam {
  public:
   // Lays out `entries` (offsets are assigned here). Does not touch the parameters yet.
   FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_rank, int64_t pad_multiple,
-            at::ScalarType param_dtype, at::ScalarType reduce_dtype);
+            at::ScalarType param_dtype, at::ScalarType reduce_dtype,
+            c10::Device device = c10::Device(c10::kCPU), c10::Device master_device = c10::Device(c10::kCPU));
 
-  // fp32 padded flat of the parameters' current values (zeros in the padding).
+  // fp32 padded flat (on the host) of the parameters' current values (zeros in the padding).
   at::Tensor GatherLocalValues() const;
   // Takes this rank's shard of `full_fp32` (identical on all ranks), binds every parameter to a
   // view of the full buffer, and frees the buffer (the unit starts Sharded).
@@ -102,7 +107,8 @@ class FlatParam {
 
   int64_t full_bytes() const { return padded_numel_ * elem_bytes_; }
   int64_t shard_bytes() const { return shard_numel_ * elem_bytes_; }
-  bool master_is_shard() const { return param_dtype_ == at::kFloat; }
+  bool master_is_shard() const { return master_is_shard_; }
+  const c10::Device& device() const { return device_; }
 
  private:
   std::vector<FlatEntry> entries_;
@@ -119,6 +125,9 @@ class FlatParam {
   int shard_id_ = -1, master_id_ = -1, grad_id_ = -1;
   bool grad_written_ = false;
   bool full_is_shard_ = false;
+  bool master_is_shard_ = false;
+  c10::Device device_;
+  c10::Device master_device_;
 };
 
 }  // namespace zeropp

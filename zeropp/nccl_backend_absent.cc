@@ -12,7 +12,7 @@ bool HasNcclBackend() { return false; }
 c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>&, int rank,
                                                   int, std::chrono::milliseconds) {
   throw std::invalid_argument("[rank " + std::to_string(rank) +
-                              "] device 'cuda' needs the NCCL backend, but this binary was built "
+                              "] backend 'nccl' needs a CUDA build, but this binary was built "
                               "without CUDA; rebuild with bazel --config=cuda");
 }
 

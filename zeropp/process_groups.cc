@@ -84,7 +84,7 @@ std::unique_ptr<Communicator> ProcessGroups::MakeGroup(const std::string& name,
   int group_rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
   auto backend_store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("zpp/", name, "/pg"), store_);
   auto comm_store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("zpp/", name, "/comm"), store_);
-  auto backend = MakeBackend(options.device, backend_store, group_rank,
+  auto backend = MakeBackend(options.backend, backend_store, group_rank,
                              static_cast<int>(ranks.size()), options.comm.timeout);
   return std::make_unique<Communicator>(name, rank_, ranks, comm_store, backend, options.comm);
 }

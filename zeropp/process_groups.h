@@ -29,7 +29,7 @@ class Store;
 namespace zeropp {
 
 struct ProcessGroupsOptions {
-  std::string device = "cpu";  // cpu -> Gloo, cuda -> NCCL
+  std::string backend = "gloo";  // gloo | nccl (NCCL: tensors on the thread's current GPU)
   CommOptions comm;
   std::chrono::milliseconds rendezvous_timeout{60000};
 };

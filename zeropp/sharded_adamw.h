@@ -2,9 +2,11 @@
 //
 // Each unit contributes its owned flat range [own_begin, own_end): the whole zero shard, or under
 // ZeRO-1 a 1/dp slice of it. exp_avg and exp_avg_sq exist only for the owned range, as one [2, n]
-// tensor per unit, resident or on an offload tier (SetSwap). Updates run the vectorised kernels/
-// AdamW (best path for this CPU) over each trainable sub-range (frozen parameters and padding are
-// skipped). Not thread-safe; called from the training thread only, units in order, so that the
+// tensor per unit, resident (beside the fp32 master: host or GPU) or on an offload tier (SetSwap).
+// Updates run the vectorised kernels/ AdamW (best path for this CPU) over each trainable sub-range
+// (frozen parameters and padding are skipped); a master on a GPU is updated by the multi-tensor
+// CUDA kernel (kernels/adamw_cuda.h), one launch per unit over all its sub-ranges, on the current
+// stream. Not thread-safe; called from the training thread only, units in order, so that the
 // states of unit i+1 are read while unit i updates and unit i-1 is written back.
 #pragma once
 
@@ -32,7 +34,8 @@ class ShardedAdamW {
     tier_ = tier;
   }
   // Registers a unit; its zeroed moments cover [own_begin, own_end).
-  void AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end);
+  void AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end,
+               c10::Device device = c10::Device(c10::kCPU));
 
   // Sum of squares of the trainable owned gradient elements of unit i (fp32 owned gradient).
   double SquaredNorm(size_t i, const at::Tensor& owned_grad) const;

@@ -14,6 +14,7 @@
 #include "scheduler/runtime/stage_partition.h"
 #include "scheduler/trace.h"
 #include "zeropp/checkpoint/checkpoint.h"
+#include "zeropp/device.h"
 #include "zeropp/host_allocator.h"
 #include "zeropp/unit_plan.h"
 #include "zeropp/zeropp.h"
@@ -100,8 +101,12 @@ std::unique_ptr<Trainer> Trainer::Create(std::shared_ptr<torch::nn::Module> mode
     const std::string err = options.Resolve(env.world_size);
     if (!err.empty()) throw std::invalid_argument(err);
     PlanLayout(model, options);  // refuses an unschedulable layout before any group exists
+    options.engine.device = ResolveDevice(options.device, env.local_rank, env.rank);
   });
-  return std::make_unique<Trainer>(model, ProcessGroups::Create(env, options.layout, groups), options);
+  SetCurrentDevice(options.engine.device);  // NCCL binds the thread's current GPU
+  ProcessGroupsOptions go = groups;
+  go.backend = options.backend;
+  return std::make_unique<Trainer>(model, ProcessGroups::Create(env, options.layout, go), options);
 }
 
 Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, std::unique_ptr<ProcessGroups> groups,
@@ -124,6 +129,13 @@ void Trainer::Build() {
     if (!err.empty()) throw std::invalid_argument(err);
     return PlanLayout(model_, options_);
   });
+  if (options_.device != "cpu" && options_.engine.device.is_cpu()) {
+    // Groups made by the caller (ranks as threads of one process): rank r takes GPU r % count.
+    options_.engine.device = WithRank(groups_->rank(), [&] {
+      return ResolveDevice(options_.device, groups_->rank(), groups_->rank());
+    });
+  }
+  SetCurrentDevice(options_.engine.device);
   const ParallelConfig& cfg = groups_->config();
   const MeshCoord me = cfg.CoordOf(groups_->rank());
   dp_rank_ = me.dp_index * cfg.zero + me.zero_index;

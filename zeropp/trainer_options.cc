@@ -80,6 +80,16 @@ std::string TrainerOptions::Resolve(int world_size) {
     const std::string err = layout.Validate(world_size);
     if (!err.empty()) p.push_back("ParallelConfig: " + err);
   }
+  if (device != "cpu" && device != "cuda") {
+    p.push_back(absl::StrCat("device(", device, ") must be one of: cpu, cuda"));
+  } else if (backend == "auto") {
+    backend = device == "cuda" ? "nccl" : "gloo";
+  }
+  if (backend != "auto" && backend != "gloo" && backend != "nccl") {
+    p.push_back(absl::StrCat("backend(", backend, ") must be one of: auto, gloo, nccl"));
+  } else if (backend == "nccl" && device == "cpu") {
+    p.push_back("backend(nccl) needs device(cuda): NCCL moves GPU tensors only (use gloo on cpu)");
+  }
   const std::string engine_err = engine.Validate();
   if (!engine_err.empty()) p.push_back(engine_err);
   finite("lr", engine.adamw.lr);

@@ -59,6 +59,11 @@ struct LrSchedule {
 
 struct TrainerOptions {
   ParallelConfig layout{1, 0, 1, DpMode::kDp};  // zero = 0: world_size / (pp * dp)
+  // cpu | cuda. On cuda each rank uses the GPU of its LOCAL_RANK (modulo the GPUs visible).
+  std::string device = "cpu";
+  // auto | gloo | nccl. auto: nccl on cuda, gloo on cpu. gloo on cuda stages transfers through
+  // host memory: several ranks can then share one GPU (NCCL refuses that).
+  std::string backend = "auto";
   EngineOptions engine;
   PipelineOptions pipeline;
   LrSchedule lr;
@@ -67,7 +72,7 @@ struct TrainerOptions {
   // micro-batch's buffers. Process-wide; set false to leave the C library's defaults.
   bool tune_host_allocator = true;
 
-  // Fills the defaults that depend on the world size (zero, microbatches), then checks every
+  // Fills the defaults that depend on the world size (zero, microbatches, backend), then checks every
   // option against every other. Returns "" when valid, else every problem ("; "-separated),
   // each naming the field and the value. Pure: no process group, no I/O.
   std::string Resolve(int world_size);

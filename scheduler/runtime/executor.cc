@@ -250,7 +250,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         r.y = r.cut = r.y.detach().requires_grad_(true);
       }
     }
-    if (c * im.pp + me == im.stages - 1) r.y = loss_fn(r.y, targets[mb]) / m;
+    if (c * im.pp + me == im.stages - 1) r.y = loss_fn(r.y, targets[mb].to(e.options().device)) / m;
     return r;
   };
   auto is_deferred = [&](int u) {
@@ -298,7 +298,8 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         ppc.RecvTagged(header, a.peer, Tag(kActHeader, a.chunk, a.mb))->Wait();
         const int64_t* h = header.data_ptr<int64_t>();
         std::vector<int64_t> shape(h + 2, h + 2 + h[1]);
-        at::Tensor data = at::empty(shape, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])));
+        at::Tensor data = at::empty(shape, at::TensorOptions().device(e.options().device).dtype(
+                                               static_cast<at::ScalarType>(h[0])));
         im.act_recv[{mine, a.mb}] = {data, ppc.RecvTagged(data, a.peer, Tag(kActData, a.chunk, a.mb))};
         break;
       }
@@ -307,7 +308,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         waited("wait-gather", "comm");
         at::Tensor input;
         if (stage == 0) {
-          input = inputs[a.mb];
+          input = inputs[a.mb].to(e.options().device);
         } else if ((stage - 1) % im.pp == me) {
           input = im.out.at({a.chunk - 1, a.mb});
           if (!train) im.out.erase({a.chunk - 1, a.mb});
