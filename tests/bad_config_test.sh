@@ -46,6 +46,11 @@ check 1 "steps: got '-5', expected an integer in [1," "${SMALL[@]}" "${OUT[@]}" 
 check 1 "threads: got '0', expected an integer in [1, 2147483647]" "${SMALL[@]}" "${OUT[@]}" --threads 0
 check 1 "chunks: got '99999999999'" "${SMALL[@]}" "${OUT[@]}" --chunks 99999999999
 check 1 "micro-batch: got 'two'" "${SMALL[@]}" "${OUT[@]}" --micro-batch two
+check 1 "device: got 'tpu', expected cpu or cuda" "${SMALL[@]}" "${OUT[@]}" --device tpu
+check 1 "backend: got 'mpi', expected auto, gloo or nccl" "${SMALL[@]}" "${OUT[@]}" --backend mpi
+check 2 "backend(nccl) needs device(cuda)" "${SMALL[@]}" "${OUT[@]}" --backend nccl
+# A CPU build (or a machine without a GPU) refuses cuda, saying which and how to get it.
+check 2 "device: got 'cuda', but" "${SMALL[@]}" "${OUT[@]}" --device cuda
 # Floats: finite and in range.
 check 1 "lr: got 'inf', expected a finite number in [0, 10]" "${SMALL[@]}" "${OUT[@]}" --lr inf
 check 1 "lr: got 'nan', expected a finite number" "${SMALL[@]}" "${OUT[@]}" --lr nan

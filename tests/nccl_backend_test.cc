@@ -33,7 +33,7 @@ TEST(NcclBackendTest, CollectivesOnGpus) {
     CommOptions opts;
     opts.algorithm = Algorithm::kNative;
     Communicator comm("nccl", rank, ranks, comm_store,
-                      MakeBackend("cuda", pg_store, rank, n, std::chrono::milliseconds(60000)), opts);
+                      MakeBackend("nccl", pg_store, rank, n, std::chrono::milliseconds(60000)), opts);
     auto dev = at::TensorOptions().device(at::Device(at::kCUDA, rank));
     at::Tensor t = at::arange(13, dev.dtype(at::kFloat)) * (rank + 1);
     comm.AllReduce(t)->Wait();

@@ -31,6 +31,30 @@ TEST(TrainerOptionsTest, DefaultsWorkForEveryLayout) {
   EXPECT_EQ(flat.microbatches, 1);
 }
 
+TEST(TrainerOptionsTest, DeviceAndBackendResolveAndAreChecked) {
+  TrainerOptions cpu;
+  ASSERT_EQ(cpu.Resolve(2), "");
+  EXPECT_EQ(cpu.backend, "gloo");
+  TrainerOptions gpu;
+  gpu.device = "cuda";
+  ASSERT_EQ(gpu.Resolve(2), "");
+  EXPECT_EQ(gpu.backend, "nccl");  // NCCL is the default on cuda
+  TrainerOptions shared_gpu;
+  shared_gpu.device = "cuda";
+  shared_gpu.backend = "gloo";  // several ranks on one GPU
+  ASSERT_EQ(shared_gpu.Resolve(4), "");
+  EXPECT_EQ(shared_gpu.backend, "gloo");
+  TrainerOptions bad;
+  bad.device = "tpu";
+  EXPECT_NE(Resolve(bad, 1).find("device(tpu) must be one of: cpu, cuda"), std::string::npos);
+  bad = TrainerOptions();
+  bad.backend = "mpi";
+  EXPECT_NE(Resolve(bad, 1).find("backend(mpi) must be one of: auto, gloo, nccl"), std::string::npos);
+  bad = TrainerOptions();
+  bad.backend = "nccl";
+  EXPECT_NE(Resolve(bad, 1).find("backend(nccl) needs device(cuda)"), std::string::npos);
+}
+
 TEST(TrainerOptionsTest, EngineOptionsUnderPipelinesAreRefusedWithTheReason) {
   auto with = [](auto set) {
     TrainerOptions o;
