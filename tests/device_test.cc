@@ -115,7 +115,7 @@ void CollectivesOn(const std::string& device, int n, std::vector<std::vector<flo
   });
 }
 
-TEST(DeviceTest, GlooCollectivesOnGpuTensorsMatchHostTensors) {
+TEST(DeviceTest, CudaGlooCollectivesMatchHostTensors) {
   std::string why;
   if (NoGpu(&why)) GTEST_SKIP() << "needs a GPU: " << why;
   const int n = 3;  // three ranks on however many GPUs there are (one is enough: host staging)

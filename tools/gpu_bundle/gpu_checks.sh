@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU issue's measured checks, from the bundle, each ending in a RESULT/DONE line:
+#   1. bf16 matrix-multiply throughput of this GPU (PyTorch, best of 10 at 8192^3): the MFU bound;
+#   2. single-GPU training of the bundled GPT at ~1.3B parameters in bf16: tokens/s and MFU;
+#   3. the oversized run: a ~6.9B GPT (~110 GB of training state) with the optimizer offloaded to
+#      the CPU, loss over 5 steps, the step split into GPU compute, copies and CPU optimizer.
+#   ./gpu_checks.sh [quick]      quick: small sizes (a smoke run)
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/env.sh" || exit 2
+quick="${1:-}"
+tflops="$("$PY" - <<'PY'
+import torch, time
+n = 8192
+a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16); b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+best = 0.0
+for _ in range(10):
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(10): a @ b
+    torch.cuda.synchronize(); best = max(best, 10 * 2 * n**3 / (time.perf_counter() - t) / 1e12)
+print(f"{best:.1f}")
+PY
+)" || { echo "error: the bf16 matmul probe failed"; exit 1; }
+echo "MATMUL bf16 8192^3 best of 10: $tflops TFLOP/s"
+threads="$(nproc)"
+if [[ "$quick" == quick ]]; then
+  big=(--width 512 --depth 4 --heads 8 --context 256 --micro-batch 4 --steps 8 --bench-warmup 3)
+  huge=(--width 1024 --depth 4 --heads 8 --context 256 --micro-batch 2 --steps 5)
+else
+  big=(--width 2048 --depth 24 --heads 16 --context 1024 --micro-batch 8 --steps 20 --bench-warmup 5)
+  huge=(--width 4096 --depth 32 --heads 32 --context 1024 --micro-batch 2 --steps 5)
+fi
+train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --device cuda --data-dir "$here/data" --log-every 1 "$@"; }
+out="$(train "${big[@]}" --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1)"; echo "$out"
+gf="$(grep -oP 'model_gflops=\K[0-9.]+' <<<"$out" | tail -1)"
+[[ -n "$gf" ]] && "$PY" -c "g=$gf/1000; t=$tflops; print(f'RESULT gpu-train model_tflops={g:.1f} TFLOP/s reference={t} ratio={g/t:.3f} target=0.4 ' + ('MET' if g/t >= 0.4 else 'MISSED'))"
+train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" --profile 2>&1
