@@ -101,6 +101,7 @@ Communicator::Communicator(std::string name, int global_rank, std::vector<int> g
     // NCCL's own collectives are bandwidth-optimal rings already; the send/recv ring is for Gloo.
     options_.algorithm = Algorithm::kNative;
     backend_device_ = CurrentCudaDevice();
+    streams_are_async_ = true;
   }
   p2p_send_count_.assign(size(), 0);
   p2p_recv_count_.assign(size(), 0);
@@ -227,14 +228,57 @@ std::shared_ptr<CommWork> Communicator::Enqueue(OpKind kind, int64_t bytes, int 
       std::lock_guard<std::mutex> slock(stats_mu_);
       stats_[kind].ops += 1;
     }
-    queue_.push_back(task);
-    queue_cv_.notify_all();
+    if (!streams_are_async_) {
+      queue_.push_back(task);
+      queue_cv_.notify_all();
+    }
   }
+  // NCCL: the operation is issued now, in program order, on its role's stream; the host does not
+  // wait for it (Wait() orders the caller's stream after it). The streams are the asynchrony.
+  if (streams_are_async_) RunTask(task);
   return task.work;
 }
 
+void Communicator::RunTask(Task& task) {
+  entered_seq_.store(task.record.seq);
+  {
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    hb_cv_.notify_all();
+  }
+  if (!broken_.empty()) {
+    log_.SetState(task.record.seq, OpState::kFailed, NowUs());
+    task.work->MarkFailed(std::make_exception_ptr(
+        CommError(absl::StrCat(Describe(task.record), ": not run, group failed earlier: ", broken_))));
+    return;
+  }
+  const int64_t start_us = NowUs();
+  log_.SetState(task.record.seq, OpState::kRunning, start_us);
+  try {
+    std::unique_ptr<StreamScope> scope;
+    if (!task.device.is_cpu()) {
+      SetCurrentDevice(task.device);
+      scope = std::make_unique<StreamScope>(task.device, RoleOf(task.record.kind));
+      task.ready.Block();  // the role's stream waits for the producer's work, not the host
+    }
+    task.run(task);
+    if (!task.device.is_cpu()) {
+      task.work->SetDone(StreamEvent::RecordCurrent(task.device), std::move(task.held));
+    }
+    const int64_t end_us = NowUs();
+    log_.SetState(task.record.seq, OpState::kDone, end_us);
+    {
+      std::lock_guard<std::mutex> slock(stats_mu_);
+      stats_[task.record.kind].busy_us += end_us - start_us;
+    }
+    task.work->MarkDone();
+  } catch (const std::exception& e) {
+    log_.SetState(task.record.seq, OpState::kFailed, NowUs());
+    broken_ = absl::StrCat(OpKindName(task.record.kind), " #", task.record.seq);
+    task.work->MarkFailed(std::current_exception());
+  }
+}
+
 void Communicator::WorkerLoop() {
-  std::string broken;  // the first failure; later operations fail fast with it
   while (true) {
     Task task;
     {
@@ -244,42 +288,7 @@ void Communicator::WorkerLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    entered_seq_.store(task.record.seq);
-    {
-      std::lock_guard<std::mutex> lock(hb_mu_);
-      hb_cv_.notify_all();
-    }
-    if (!broken.empty()) {
-      log_.SetState(task.record.seq, OpState::kFailed, NowUs());
-      task.work->MarkFailed(std::make_exception_ptr(
-          CommError(absl::StrCat(Describe(task.record), ": not run, group failed earlier: ", broken))));
-      continue;
-    }
-    const int64_t start_us = NowUs();
-    log_.SetState(task.record.seq, OpState::kRunning, start_us);
-    try {
-      std::unique_ptr<StreamScope> scope;
-      if (!task.device.is_cpu()) {
-        SetCurrentDevice(task.device);
-        scope = std::make_unique<StreamScope>(task.device, RoleOf(task.record.kind));
-        task.ready.Block();  // the role's stream waits for the producer's work, not the host
-      }
-      task.run(task);
-      if (!task.device.is_cpu()) {
-        task.work->SetDone(StreamEvent::RecordCurrent(task.device), std::move(task.held));
-      }
-      const int64_t end_us = NowUs();
-      log_.SetState(task.record.seq, OpState::kDone, end_us);
-      {
-        std::lock_guard<std::mutex> slock(stats_mu_);
-        stats_[task.record.kind].busy_us += end_us - start_us;
-      }
-      task.work->MarkDone();
-    } catch (const std::exception& e) {
-      log_.SetState(task.record.seq, OpState::kFailed, NowUs());
-      broken = absl::StrCat(OpKindName(task.record.kind), " #", task.record.seq);
-      task.work->MarkFailed(std::current_exception());
-    }
+    RunTask(task);
   }
 }
 
@@ -395,6 +404,12 @@ void Communicator::ChainBroadcast(const OpRecord& r, at::Tensor flat, int root) 
 
 void Communicator::WaitNative(const OpRecord& r, const c10::intrusive_ptr<c10d::Work>& w) {
   try {
+    // NCCL: wait() without a timeout makes the current (role) stream wait on the work, host free;
+    // the backend's watchdog enforces options_.timeout. Gloo: the worker blocks, bounded.
+    if (streams_are_async_) {
+      w->wait();
+      return;
+    }
     w->wait(options_.timeout);
   } catch (const std::exception& e) {
     Fail(r, absl::StrCat("backend ", backend_name(), " failed: ", e.what()), {});

@@ -20,8 +20,9 @@
 // cannot take the tensor's device (Gloo with GPU tensors, NCCL with host tensors) gets a staged
 // copy on its own device, copied back on the operation's stream (several ranks on one GPU run so).
 //
-// Threads: collectives run in issue order on one worker thread per Communicator (the "comm
-// stream"), so compute on the caller thread overlaps them. Send/Recv are issued on the caller's
+// Threads: on Gloo, collectives run in issue order on one worker thread per Communicator (the
+// "comm stream"), so compute on the caller thread overlaps them. On NCCL they are issued on the
+// caller's thread onto the role streams and the host never waits for them. Send/Recv are issued on the caller's
 // thread directly to the backend and complete in Wait(). A heartbeat thread publishes to the
 // store which collective this rank has reached, so a timeout can name the ranks that never arrived.
 //
@@ -132,6 +133,7 @@ class Communicator {
   // Copies a staged result back into `dst` (nothing when `staged` is `dst` itself).
   static void FromBackend(const at::Tensor& dst, const at::Tensor& staged);
   void WorkerLoop();
+  void RunTask(Task& task);  // on the worker (Gloo) or the issuing thread (NCCL)
   void HeartbeatLoop();
   std::string Describe(const OpRecord& r) const;
   std::string OpName(const char* kind) const;  // "[rank R] group 'NAME' KIND", for argument errors
@@ -159,6 +161,8 @@ class Communicator {
   c10::intrusive_ptr<c10d::Backend> backend_;
   CommOptions options_;
   c10::Device backend_device_{c10::kCPU};  // where the backend takes tensors (cuda for NCCL)
+  bool streams_are_async_ = false;  // NCCL: issue on the caller's thread; streams give the overlap
+  std::string broken_;              // the first failure; later operations fail fast with it
 
   mutable std::mutex stats_mu_;
   CommStats stats_;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "xxhash.h"
+#include "zeropp/host_staging.h"
 
 namespace zeropp {
 namespace {
@@ -359,7 +360,7 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       CountedWait(dp.ReduceScatter(sub, g, ReduceOp::kAvg));
       g.narrow(0, b, n).copy_(sub);
     }
-    sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(MasterDevice(), at::kFloat).contiguous());
+    sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
     f->ReleaseGradShard(/*dirty=*/cfg.dp > 1);
   }
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
@@ -376,22 +377,48 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   // written back; then the compute-dtype shard, re-assembled across replicas under ZeRO-1.
   optimizer_.BeginStep();
   optimizer_.Prefetch(0);
+  // Optimizer offload on a GPU (ZeRO-Offload): gradients resident on the device, masters on the
+  // host; copies both ways run on the copy stream, pipelined with the CPU updates.
+  std::unique_ptr<HostStaging> staging;
+  auto owned_grad = [&](size_t i) {
+    FlatParam* f = flats[i];
+    at::Tensor g = f->AcquireGradShard();
+    at::Tensor owned = g.narrow(0, optimizer_.own_begin(i) - f->shard_begin(),
+                                optimizer_.own_end(i) - optimizer_.own_begin(i));
+    f->ReleaseGradShard(/*dirty=*/false);
+    return owned;
+  };
+  if (!flats.empty() && !options_.device.is_cpu() && MasterDevice().is_cpu() && !flats[0]->offloaded()) {
+    int64_t most = 0;
+    for (size_t i = 0; i < flats.size(); ++i) most = std::max(most, optimizer_.own_end(i) - optimizer_.own_begin(i));
+    staging = std::make_unique<HostStaging>(options_.device, most);
+    staging->Fetch(0, owned_grad(0));
+  }
   for (size_t i = 0; i < flats.size(); ++i) {
     FlatParam* f = flats[i];
     optimizer_.Prefetch(i + 1);
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
     const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
-    at::Tensor g = f->AcquireGradShard();
     at::Tensor master = f->AcquireMaster();
-    // Optimizer offload on a GPU: the gradient goes to the host master's side (ZeRO-Offload).
-    at::Tensor owned = g.narrow(0, b, n).to(master.device(), at::kFloat).contiguous();
+    at::Tensor owned;
+    if (staging) {
+      if (i + 1 < flats.size()) staging->Fetch(i + 1, owned_grad(i + 1));
+      owned = staging->Take(i);
+    } else {
+      at::Tensor g = f->AcquireGradShard();
+      owned = g.narrow(0, b, n).to(master.device(), at::kFloat).contiguous();
+      f->ReleaseGradShard(/*dirty=*/false);
+    }
     optimizer_.StepUnit(i, master, owned, scale);
-    f->ReleaseGradShard(/*dirty=*/false);
     if (f->master_is_shard()) {
       if (zero1) CountedWait(dp.AllGather(master, master.narrow(0, b, n).clone()));
     } else {
       at::Tensor shard = f->AcquireShard();
-      shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
+      if (staging) {
+        staging->Put(shard.narrow(0, b, n), master.narrow(0, b, n));
+      } else {
+        shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
+      }
       if (zero1) {
         CountedWait(dp.AllGather(shard, shard.narrow(0, b, n).clone()));
         master.copy_(shard);
@@ -400,6 +427,7 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     }
     f->ReleaseMaster(/*dirty=*/true);
   }
+  if (staging) staging->Finish();
   if (swap_) swap_->Flush();
   // Report the loss averaged over every data-parallel rank.
   at::Tensor loss_t = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));

@@ -47,7 +47,15 @@ void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* 
   const c10::Device master_dev = swap != nullptr ? c10::Device(c10::kCPU) : master_device_;
   master_is_shard_ = param_dtype_ == at::kFloat && (swap != nullptr || master_dev == device_);
   // Offloaded state is copied into the swap manager below, so no resident copy is made here.
-  master_ = swap != nullptr ? mine : mine.to(master_dev, /*non_blocking=*/false, /*copy=*/true);
+  if (swap != nullptr) {
+    master_ = mine;
+  } else if (master_dev.is_cpu() && !device_.is_cpu()) {
+    // Optimizer offload on a GPU: page-locked, so updated shards copy back asynchronously.
+    master_ = at::empty({shard_numel_}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    master_.copy_(mine);
+  } else {
+    master_ = mine.to(master_dev, /*non_blocking=*/false, /*copy=*/true);
+  }
   shard_ = master_is_shard() ? master_ : mine.to(swap != nullptr ? master_dev : device_, param_dtype_);
   const auto on_device = at::TensorOptions().device(device_);
   if (swap == nullptr) grad_shard_ = at::zeros({shard_numel_}, on_device.dtype(reduce_dtype_));
