@@ -71,8 +71,12 @@ std::unique_ptr<ProcessGroups> ProcessGroups::CreateWithStore(c10::intrusive_ptr
   g->world_ = g->MakeGroup("world", all, options);
   g->zero_ = g->MakeGroup(absl::StrCat("zero.dp", c.dp_index, ".pp", c.pp_index),
                           config.ZeroGroupRanks(rank), options);
+  // Pipeline transfers are matched by tag (the executor posts receives ahead, out of send order);
+  // NCCL matches send/recv by order only, so the pp group stays on Gloo, host-staged on a GPU.
+  ProcessGroupsOptions pp_options = options;
+  pp_options.backend = "gloo";
   g->pp_ = g->MakeGroup(absl::StrCat("pp.dp", c.dp_index, ".z", c.zero_index), config.PpGroupRanks(rank),
-                        options);
+                        pp_options);
   g->dp_ = g->MakeGroup(absl::StrCat("dp.pp", c.pp_index, ".z", c.zero_index), config.DpGroupRanks(rank),
                         options);
   return g;

@@ -3,7 +3,8 @@
 // ProcessGroups::Create joins the TCPStore named by the torchrun environment (rank 0 hosts it) and
 // builds, for the mesh of ParallelConfig, the communicators this rank belongs to: world, zero
 // (ZeRO-3 shard group, intra-node), pp (pipeline stages) and dp (replicas). Each group has its
-// own store prefix, so groups never see each other's keys.
+// own store prefix, so groups never see each other's keys. The pp group is always Gloo: its
+// transfers are matched by tag, which NCCL's send/recv do not support (GPU tensors are staged).
 //
 // Call Create on every rank with the same ParallelConfig. Blocking; bounded by
 // options.rendezvous_timeout, after which the error names the ranks that did not arrive.
