@@ -113,7 +113,7 @@ void ExpectParity(bool sp) {
     auto groups = ProcessGroups::CreateWithStore(store, rank, tp, {1, tp, 1, DpMode::kDp}, {});
     Communicator& comm = groups->zero();
     auto model = std::make_shared<baseline3d::TpGpt>(ref.initial, cfg, comm, sp);
-    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kLr));
+    torch::optim::SGD opt(model->UniqueParameters(), torch::optim::SGDOptions(kLr));
     for (int s = 0; s < kSteps; ++s) {
       at::Tensor x, y;
       Batch(s, &x, &y);
@@ -172,7 +172,7 @@ TEST(TpParityTest, Tp2TimesDp2TrainsLikeTheReference) {
     Communicator& tpc = groups->zero();
     Communicator& dpc = groups->dp();
     auto model = std::make_shared<baseline3d::TpGpt>(ref.initial, cfg, tpc);
-    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kLr));
+    torch::optim::SGD opt(model->UniqueParameters(), torch::optim::SGDOptions(kLr));
     for (int s = 0; s < kSteps; ++s) {
       at::Tensor x, y;
       Batch(s, &x, &y, 4);
@@ -181,7 +181,7 @@ TEST(TpParityTest, Tp2TimesDp2TrainsLikeTheReference) {
       at::Tensor loss = model->Loss(model->forward(x.narrow(0, dpc.rank() * half, half).contiguous()),
                                     y.narrow(0, dpc.rank() * half, half).contiguous());
       loss.backward();
-      for (const at::Tensor& p : model->parameters()) dpc.AllReduce(p.grad(), ReduceOp::kAvg)->Wait();
+      for (const at::Tensor& p : model->UniqueParameters()) dpc.AllReduce(p.grad(), ReduceOp::kAvg)->Wait();
       opt.step();
       at::Tensor mean = loss.detach().clone().reshape({1});
       dpc.AllReduce(mean, ReduceOp::kAvg)->Wait();

@@ -13,7 +13,8 @@
 // column-parallel linears all-gather their input (and gather it again in backward, keeping only
 // the slice), the row-parallel ones reduce-scatter their output, and the replicated parameters of
 // that region get their gradients summed across the group (AllReduceSequenceParallelGrads, after
-// backward). The pipelined form is not here yet.
+// backward). The modules are tp_stages.h's Sequential (which zeropp's executor pipelines); this
+// class runs them in one process per TP rank.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,8 @@ class TpGpt : public torch::nn::Module {
   // (each rank saw only its slice of the sequence). Call after backward; no-op otherwise.
   void AllReduceSequenceParallelGrads();
   int64_t vocab_begin() const { return vocab_begin_; }
+  // Each parameter once (LibTorch lists the tied embedding under the head's name too).
+  std::vector<at::Tensor> UniqueParameters() const;
   // Which rows/columns of the reference's `name` this rank holds: {dim, begin, size} per slice
   // (empty: replicated). For parity checks.
   struct Slice {
@@ -55,18 +58,12 @@ class TpGpt : public torch::nn::Module {
   const std::map<std::string, std::string>& reference_names() const { return reference_names_; }
 
  private:
-  at::Tensor ForwardSequenceParallel(const at::Tensor& tok, int64_t b, int64_t t);
   std::map<std::string, std::string> reference_names_;
   models::GptConfig cfg_;
   Communicator& tp_;
   bool sp_ = false;
-  int64_t vocab_begin_ = 0, local_heads_ = 0;
-  at::Tensor wte_, wpe_;
-  struct Block {
-    at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
-  };
-  std::vector<Block> blocks_;
-  at::Tensor lnf_w_, lnf_b_;
+  int64_t vocab_begin_ = 0;
+  torch::nn::Sequential seq_;
 };
 
 }  // namespace baseline3d
