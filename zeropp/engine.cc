@@ -360,13 +360,24 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       CountedWait(dp.ReduceScatter(sub, g, ReduceOp::kAvg));
       g.narrow(0, b, n).copy_(sub);
     }
+    if (mp_group_ && mp_sum_replicated_) {
+      // Sequence parallelism: each model-parallel rank saw part of the sequence.
+      for (const FlatEntry& e : f->entries()) {
+        const int64_t lo = std::max(e.offset, f->shard_begin()), hi = std::min(e.offset + e.numel, f->shard_begin() + f->shard_numel());
+        if (!e.replicated || !e.trainable || lo >= hi) continue;
+        at::Tensor part = g.narrow(0, lo - f->shard_begin(), hi - lo).contiguous();
+        CountedWait(mp_group_->AllReduce(part));
+        g.narrow(0, lo - f->shard_begin(), hi - lo).copy_(part);
+      }
+    }
     sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
-    f->ReleaseGradShard(/*dirty=*/cfg.dp > 1);
+    f->ReleaseGradShard(/*dirty=*/cfg.dp > 1 || (mp_group_ && mp_sum_replicated_));
   }
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
   CountedWait(zero.AllReduce(norm_t));
   if (zero1) CountedWait(dp.AllReduce(norm_t));
   for (Communicator* g : norm_groups) CountedWait(g->AllReduce(norm_t));
+  if (mp_group_) CountedWait(mp_group_->AllReduce(norm_t));
   const double grad_norm = std::sqrt(norm_t.item<double>());
   float scale = 1.0f;
   if (options_.max_grad_norm > 0) {
@@ -468,6 +479,20 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.reduce_wait_us = reduce_wait_us_ - marks.reduce_wait_us;
   r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
   return r;
+}
+
+void Engine::SetModelParallel(Communicator* group, const std::function<bool(const std::string&)>& replicated,
+                              bool sum_replicated_grads) {
+  mp_group_ = group;
+  mp_sum_replicated_ = sum_replicated_grads;
+  for (auto& u : units_) {
+    if (!u->flat()) continue;
+    for (FlatEntry& e : u->flat()->mutable_entries()) {
+      e.replicated = replicated(e.name);
+      if (e.replicated && group->rank() != 0) e.norm_excluded = true;
+    }
+  }
+  optimizer_.RefreshNormRanges();
 }
 
 void Engine::VisitState(bool modify, const StateVisitor& fn) {

@@ -156,6 +156,14 @@ class Engine {
   // same on every rank and for every layout of the same model. Hex xxh64.
   std::string ModelFingerprint() const;
 
+  // Parameters split by the model's own modules across `group` (a tensor-parallel baseline): the
+  // global gradient norm adds `group`'s contributions, a parameter for which `replicated(name)`
+  // holds counting on the group's rank 0 only; with `sum_replicated_grads` (sequence
+  // parallelism) those parameters' gradients are summed over `group` before the optimizer. The
+  // engine's names are "CHILD.KEY". Call before the first step. Local.
+  void SetModelParallel(Communicator* group, const std::function<bool(const std::string&)>& replicated,
+                        bool sum_replicated_grads);
+
   // The learning rate of the next FinishStep (learning-rate schedules).
   void SetLearningRate(float lr) { optimizer_.set_lr(lr); }
 
@@ -203,6 +211,8 @@ class Engine {
     int64_t held_bytes;
   };
   std::vector<PendingReduce> pending_;
+  Communicator* mp_group_ = nullptr;  // SetModelParallel
+  bool mp_sum_replicated_ = false;
   int64_t unsharded_live_ = 0, unsharded_peak_ = 0;
   int64_t grad_live_ = 0, grad_peak_ = 0;
   int64_t reduce_scatters_ = 0;

@@ -42,6 +42,8 @@ struct FlatEntry {
   // A tied tensor also held by another pipeline stage that counts it: excluded from the gradient
   // norm here so that it is counted once.
   bool norm_excluded = false;
+  // Held whole by every rank of a model-parallel group (Engine::SetModelParallel).
+  bool replicated = false;
 };
 
 class FlatParam {

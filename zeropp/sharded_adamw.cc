@@ -68,6 +68,10 @@ void ShardedAdamW::AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end, 
   units_.push_back(std::move(u));
 }
 
+void ShardedAdamW::RefreshNormRanges() {
+  for (Unit& u : units_) u.norm_ranges = u.flat->TrainableRanges(u.own_begin, u.own_end, /*for_norm=*/true);
+}
+
 double ShardedAdamW::SquaredNorm(size_t i, const at::Tensor& owned_grad) const {
   const Unit& u = units_[i];
   if (!owned_grad.is_cpu()) {

@@ -37,6 +37,9 @@ class ShardedAdamW {
   void AddUnit(FlatParam* flat, int64_t own_begin, int64_t own_end,
                c10::Device device = c10::Device(c10::kCPU));
 
+  // Recomputes which owned elements count in the gradient norm (after FlatEntry::norm_excluded
+  // changed).
+  void RefreshNormRanges();
   // Sum of squares of the trainable owned gradient elements of unit i (fp32 owned gradient).
   double SquaredNorm(size_t i, const at::Tensor& owned_grad) const;
   void BeginStep() { ++step_; }

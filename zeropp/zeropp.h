@@ -89,6 +89,15 @@ class Trainer {
   // steps_done()). Returns that step. Throws std::runtime_error naming the bad file. Collective.
   int64_t Load(const std::string& path);
 
+  // For models that split parameters across ranks themselves (the repository's tensor-parallel
+  // baseline): `group` joins the gradient norm, parameters for which `replicated(name)` holds count
+  // once, and with `sum_replicated_grads` their gradients are summed over `group` before the
+  // optimizer (Engine::SetModelParallel). Call on every rank before the first Step.
+  void SetModelParallel(Communicator* group, const std::function<bool(const std::string&)>& replicated,
+                        bool sum_replicated_grads) {
+    engine_->SetModelParallel(group, replicated, sum_replicated_grads);
+  }
+
   // Full fp32 values of every parameter this rank's stage holds. Collective over the zero group.
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
 
