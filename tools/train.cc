@@ -34,6 +34,7 @@
 #include "tools/hf_safetensors.h"
 #include "tools/train_config.h"
 #include "zeropp/checkpoint/checkpoint.h"
+#include "scheduler/runtime/executor.h"
 #include "zeropp/zeropp.h"
 
 namespace zeropp {
@@ -63,6 +64,46 @@ int OpenFds() {
 std::string Bar(int64_t done, int64_t total, int width = 20) {
   int filled = static_cast<int>(width * done / std::max<int64_t>(1, total));
   return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+}
+
+// The zero group's bytes this rank sends per step, from the schedule: every Gather action
+// all-gathers its chunk's units and every ReduceGrad reduce-scatters their gradients (S (z-1)/z of
+// each full buffer), plus the gradient norm's and the loss's all-reduces of one double. The
+// closed forms (36 B h^2 / U per layer for ZeroPP) are this for uniform layers.
+double PredictedZeroBytes(Trainer& trainer) {
+  const int z = trainer.groups().zero().size();
+  if (z == 1) return 0;
+  const ParallelConfig& cfg = trainer.groups().config();
+  const int me = cfg.CoordOf(trainer.groups().rank()).pp_index;
+  const scheduler::Executor& ex = trainer.executor();
+  const Engine& e = trainer.engine();
+  auto chunk_bytes = [&](int chunk, bool grad) {
+    double b = 0;
+    for (int k = 0; k < e.num_units(); ++k) {
+      const FlatParam* f = e.unit(k).flat();
+      if (!f || ex.stage_of_unit(k) != chunk * cfg.pp + me || (grad && ex.ReducesAtStepEnd(k))) continue;
+      b += grad ? f->padded_numel() * static_cast<double>(c10::elementSize(f->reduce_dtype())) : f->full_bytes();
+    }
+    return b;
+  };
+  // A Gather of a chunk still gathered (no Release since its last Gather) moves nothing.
+  double total = 0;
+  std::vector<bool> gathered(ex.schedule().v, false);
+  for (const auto& a : ex.schedule().ranks[me]) {
+    if (a.kind == scheduler::ActionKind::kGather && !gathered[a.chunk]) {
+      total += chunk_bytes(a.chunk, false);
+      gathered[a.chunk] = true;
+    }
+    if (a.kind == scheduler::ActionKind::kRelease) gathered[a.chunk] = false;
+    if (a.kind == scheduler::ActionKind::kReduceGrad) total += chunk_bytes(a.chunk, true);
+  }
+  for (int k = 0; k < e.num_units(); ++k) {  // cross-stage tied: one reduction per step
+    const FlatParam* f = e.unit(k).flat();
+    if (f && e.owned(k) && ex.ReducesAtStepEnd(k)) {
+      total += f->padded_numel() * static_cast<double>(c10::elementSize(f->reduce_dtype()));
+    }
+  }
+  return total * (z - 1) / z + 2 * (2.0 * 8 * (z - 1) / z);
 }
 
 int Main(int argc, char** argv) {
@@ -260,10 +301,10 @@ int Main(int argc, char** argv) {
     if (lead) {
       std::printf("BENCH framework=zeropp ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
                   "counted_bytes_per_rank_step=%.0f exposed_comm_share=%.3f model_flops_per_token=%.0f "
-                  "model_gflops=%.2f peak_rss_net_mb=%.0f\n",
+                  "model_gflops=%.2f peak_rss_net_mb=%.0f predicted_zero_bytes_per_rank_step=%.0f\n",
                   env.world_size, tps, static_cast<double>(lo1 - lo0) / timed / env.world_size,
                   static_cast<double>(counted) / timed, exposed, cfg.ModelFlopsPerToken(),
-                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss);
+                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss, PredictedZeroBytes(*trainer));
     }
   }
   if (cfg.profile && shares.steps > 0) {

@@ -491,5 +491,9 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
   return result;
 }
 
+bool Executor::ReducesAtStepEnd(int u) const {
+  return std::find(impl_->deferred_units.begin(), impl_->deferred_units.end(), u) != impl_->deferred_units.end();
+}
+
 }  // namespace scheduler
 }  // namespace zeropp

@@ -86,6 +86,9 @@ class Executor {
   const std::vector<TraceEvent>& trace() const { return trace_; }
   const BackwardSplitStats& split_stats() const { return split_stats_; }
   int stage_of_unit(int u) const { return stage_of_unit_[u]; }
+  // Unit u holds a tensor tied across stages: its gradient is reduced once, at the step's end,
+  // after the two stages' copies are summed (not at its chunk's ReduceGrad actions).
+  bool ReducesAtStepEnd(int u) const;
 
  private:
   StepResult Run(const Schedule& schedule, bool train, const std::vector<at::Tensor>& inputs,

@@ -1,0 +1,162 @@
+// train_3d: the 3D baseline's training job, the same GPT, data and options as tools/train (whose
+// flags it takes), with tensor parallelism added: --tp T [--sp]. Ranks are laid out TP innermost
+// (rank g is TP rank g % T of the group {g - g % T, ...}: inside a node), pipeline and data
+// parallelism over the rest by zeropp's own schedule IR, executor and engine (ZeRO-1 across
+// replicas with --dp-mode zero1). Ends with the train job's BENCH and DONE lines, plus the TP
+// group's counted bytes per step.
+//   zpp run --nproc-per-node 4 -- train_3d --tp 2 --pp 2 --schedule 1f1b --width 256 ...
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "benchmarks/baseline_3d/tp_stages.h"
+#include "models/byte_corpus.h"
+#include "tools/train_config.h"
+#include "zeropp/backend_factory.h"
+#include "zeropp/cli/cli_main.h"
+#include "zeropp/cli/loopback_bound.h"
+#include "zeropp/zeropp.h"
+
+namespace zeropp {
+namespace {
+
+double PeakRssMb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  int tp = 1;
+  bool sp = false;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sp") {
+      sp = true;
+    } else if (a == "--tp") {
+      if (i + 1 >= argc || !absl::SimpleAtoi(argv[i + 1], &tp) || tp < 1) {
+        throw std::invalid_argument(absl::StrCat("tp: got '", i + 1 < argc ? argv[i + 1] : "", "', expected an integer >= 1"));
+      }
+      ++i;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  const double idle_rss_mb = PeakRssMb();
+  DistEnv env = DistEnv::FromEnvironment();
+  if (env.world_size % tp != 0) {
+    throw std::invalid_argument(absl::StrCat("tp(", tp, ") does not divide world_size(", env.world_size, ")"));
+  }
+  tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
+  const int inner_world = env.world_size / tp, t = env.rank % tp, inner = env.rank / tp;
+  cfg.Resolve(inner_world);
+  at::set_num_threads(cfg.threads);
+  const bool lead = env.rank == 0;
+  auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
+  torch::manual_seed(cfg.seed);
+  torch::nn::Sequential reference = models::MakeGpt(cfg.gpt);  // the same initial weights as tools/train
+
+  // One rendezvous for all ranks; then TP index t's pp x dp groups and this rank's TP group.
+  auto all = ProcessGroups::Create(env, {1, env.world_size, 1, DpMode::kDp}, {});
+  auto mine = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("3d/tp_index", t), all->store());
+  TrainerOptions to = cfg.trainer;
+  auto groups = ProcessGroups::CreateWithStore(mine, inner, inner_world, to.layout, {});
+  std::vector<int> pair;
+  for (int j = 0; j < tp; ++j) pair.push_back(inner * tp + j);
+  const std::string name = absl::StrCat("tp", inner);
+  Communicator tpc(name, env.rank, pair, c10::make_intrusive<c10d::PrefixStore>("3d/" + name + "/comm", all->store()),
+                   MakeBackend("gloo", c10::make_intrusive<c10d::PrefixStore>("3d/" + name + "/pg", all->store()), t,
+                               tp, std::chrono::milliseconds(60000)),
+                   {});
+  torch::nn::Sequential model = baseline3d::MakeTpSequential(reference, cfg.gpt, tpc, sp, nullptr);
+  Trainer trainer(model.ptr(), std::move(groups), to);
+  trainer.SetModelParallel(&tpc, baseline3d::IsReplicated, sp);
+  const int64_t m = trainer.microbatches();
+  const int64_t tokens_per_step = cfg.micro_batch * m * trainer.dp_size() * cfg.gpt.context;
+  if (lead) {
+    std::printf("3d train: %s, tp=%d%s x %s, schedule %s m=%lld, %lld tokens/step\n", cfg.ModelDescription().c_str(),
+                tp, sp ? " (sequence parallel)" : "", trainer.options().layout.ToString().c_str(),
+                trainer.ScheduleName().c_str(), (long long)m, (long long)tokens_per_step);
+    std::fflush(stdout);
+  }
+  auto loss_fn = [&](const at::Tensor& out, const at::Tensor& target) {
+    return baseline3d::TpLoss(out, target, cfg.gpt, tpc, sp);
+  };
+  double first = 0, last = 0;
+  int64_t lo0 = 0, wait_us = 0, counted = 0, tp_counted = 0;
+  auto t0 = std::chrono::steady_clock::now(), tb = t0;
+  for (int64_t step = 0; step < cfg.steps; ++step) {
+    if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
+      all->world().Barrier()->Wait();
+      lo0 = cli::LoopbackTxBytes();
+      tb = std::chrono::steady_clock::now();
+    }
+    std::vector<at::Tensor> xs(m), ys(m);
+    for (int64_t k = 0; k < m; ++k) {
+      corpus.MicroBatch(step, k, trainer.dp_rank(), trainer.dp_size(), cfg.micro_batch, m, cfg.gpt.context, cfg.seed,
+                        &xs[k], &ys[k]);
+    }
+    const CommStats tp0 = tpc.Stats(), pp0 = trainer.groups().pp().Stats();
+    StepResult r = trainer.Step(xs, ys, loss_fn);
+    if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
+      tp_counted += tpc.Stats().Since(tp0).TotalSent();
+      counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + trainer.groups().pp().Stats().Since(pp0).TotalSent();
+      wait_us += r.gather_wait_us + r.reduce_wait_us;
+    }
+    if (step == 0) first = r.loss;
+    last = r.loss;
+    if (lead && ((step + 1) % cfg.log_every == 0 || step == 0 || step + 1 == cfg.steps)) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %4lld/%lld loss %.4f  grad_norm %.3f  %.0f tok/s\n", (long long)(step + 1),
+                  (long long)cfg.steps, r.loss, r.grad_norm, tokens_per_step * (step + 1) / secs);
+      std::fflush(stdout);
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (cfg.bench_warmup > 0 && cfg.steps > cfg.bench_warmup) {
+    all->world().Barrier()->Wait();
+    const double bsecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tb).count();
+    const int64_t timed = cfg.steps - cfg.bench_warmup;
+    const double tps = tokens_per_step * timed / bsecs;
+    const double exposed = SumOverRanks(all->world(), wait_us / 1e6 / bsecs) / env.world_size;
+    const double net_rss = MaxOverRanks(all->world(), PeakRssMb() - idle_rss_mb);
+    // Rank 0's own counters (as tools/train reports them): the first pipeline stage's.
+    const double tp_bytes = static_cast<double>(tp_counted) / timed;
+    const double other = static_cast<double>(counted) / timed;
+    if (lead) {
+      std::printf("BENCH framework=3d ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
+                  "counted_bytes_per_rank_step=%.0f tp_bytes_per_rank_step=%.0f exposed_comm_share=%.3f "
+                  "model_flops_per_token=%.0f model_gflops=%.2f peak_rss_net_mb=%.0f\n",
+                  env.world_size, tps, static_cast<double>(cli::LoopbackTxBytes() - lo0) / timed / env.world_size,
+                  other + tp_bytes, tp_bytes, exposed, cfg.ModelFlopsPerToken(), tps * cfg.ModelFlopsPerToken() / 1e9,
+                  net_rss);
+    }
+  }
+  const double peak = MaxOverRanks(all->world(), PeakRssMb());
+  if (lead) {
+    std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
+                (long long)cfg.steps, first, last, tokens_per_step * cfg.steps / secs, peak);
+    std::fflush(stdout);
+  }
+  all->world().Barrier()->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeropp
+
+int main(int argc, char** argv) { return zeropp::cli::RunMain(argc, argv, zeropp::Main); }
