@@ -61,7 +61,7 @@ run() {  # run SHAPE PROGRAM ARGS... -> the run's output in $WORK/out
     bazel-bin/tools/launcher --nproc-per-node 4 -- "$@" >"$WORK/out" 2>&1
   fi
 }
-field() { grep -oP "(?<=$1=)[0-9.e+-]+" "$WORK/out" | head -1; }
+field() { grep -oP "(?<=$1=)[0-9.e+-]+" "$WORK/out" | head -1 || true; }
 TSV="$WORK/rows.tsv"
 echo "# bytes: rank 0's per step in its sharding group (zero group; TP group for 3d), counted, and the"
 echo "# formula; paper: 36*B*h^2/U-style closed form; inter_node_B: veth bytes per step (both ways, all"
@@ -135,7 +135,7 @@ for u in sorted({int(r[1]) for r in rows}):
     pts = [(int(r[0]), float(r[2]) / 1e6) for r in rows if int(r[1]) == u]
     ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"ZeroPP U={u}")
 tp = sorted({(int(r[0]), float(r[3]) / 1e6) for r in rows})
-ax.plot([p[0] for p in tp], [p[1] for p in tp], "k s--", label="3D tp2 x pp2 (TP bytes)")
+ax.plot([p[0] for p in tp], [p[1] for p in tp], "ks--", label="3D tp2 x pp2 (TP bytes)")
 ax.set_xscale("log", base=2); ax.set_yscale("log")
 ax.set_xlabel("sequence length s"); ax.set_ylabel("MB per step, rank 0's sharding group")
 ax.set_title("Where ZeroPP's gathers fall below TP's collectives (h=256, b=4)")

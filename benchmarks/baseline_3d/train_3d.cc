@@ -1,5 +1,6 @@
-// train_3d: the 3D baseline's training job, the same GPT, data and options as tools/train (whose
-// flags it takes), with tensor parallelism added: --tp T [--sp]. Ranks are laid out TP innermost
+// train_3d: the 3D baseline's training job: the same GPT, data (models/byte_corpus.h), initial
+// weights and flag names as tools/train (the subset a layout comparison needs; benchmarks do not
+// use tools/), with tensor parallelism added: --tp T [--sp]. Ranks are laid out TP innermost
 // (rank g is TP rank g % T of the group {g - g % T, ...}: inside a node), pipeline and data
 // parallelism over the rest by zeropp's own schedule IR, executor and engine (ZeRO-1 across
 // replicas with --dp-mode zero1). Ends with the train job's BENCH and DONE lines, plus the TP
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,7 +24,6 @@
 #include "absl/strings/str_cat.h"
 #include "benchmarks/baseline_3d/tp_stages.h"
 #include "models/byte_corpus.h"
-#include "tools/train_config.h"
 #include "zeropp/backend_factory.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/loopback_bound.h"
@@ -39,31 +41,87 @@ double PeakRssMb() {
   return 0;
 }
 
-int Main(int argc, char** argv) {
-  int tp = 1;
+// The flags this job takes, with tools/train's names and defaults.
+struct Config {
+  models::GptConfig gpt;
+  TrainerOptions trainer;
+  int64_t steps = 100, micro_batch = 8, log_every = 1, bench_warmup = 0;
+  uint64_t seed = 1234;
+  std::string data_dir = "/usr/share/common-licenses";
+  int threads = 1, tp = 1;
   bool sp = false;
-  std::vector<std::string> rest;
+};
+
+Config Parse(int argc, char** argv) {
+  Config c;
+  c.trainer.engine.adamw.lr = 3e-3f;
+  c.trainer.engine.adamw.weight_decay = 0.01f;
+  c.trainer.engine.max_grad_norm = 1.0;
+  auto integer = [](const std::string& name, const std::string& v) {
+    int64_t x;
+    if (!absl::SimpleAtoi(v, &x) || x < 0) throw std::invalid_argument(name + ": got '" + v + "', expected an integer >= 0");
+    return x;
+  };
+  std::map<std::string, std::function<void(const std::string&)>> table = {
+      {"width", [&](const std::string& v) { c.gpt.width = integer("width", v); }},
+      {"depth", [&](const std::string& v) { c.gpt.depth = integer("depth", v); }},
+      {"heads", [&](const std::string& v) { c.gpt.heads = integer("heads", v); }},
+      {"context", [&](const std::string& v) { c.gpt.context = integer("context", v); }},
+      {"vocab", [&](const std::string& v) { c.gpt.vocab = integer("vocab", v); }},
+      {"steps", [&](const std::string& v) { c.steps = integer("steps", v); }},
+      {"micro-batch", [&](const std::string& v) { c.micro_batch = integer("micro-batch", v); }},
+      {"microbatches", [&](const std::string& v) { c.trainer.microbatches = static_cast<int>(integer("microbatches", v)); }},
+      {"log-every", [&](const std::string& v) { c.log_every = std::max<int64_t>(1, integer("log-every", v)); }},
+      {"bench-warmup", [&](const std::string& v) { c.bench_warmup = integer("bench-warmup", v); }},
+      {"seed", [&](const std::string& v) { c.seed = static_cast<uint64_t>(integer("seed", v)); }},
+      {"threads", [&](const std::string& v) { c.threads = static_cast<int>(integer("threads", v)); }},
+      {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
+      {"lr", [&](const std::string& v) {
+         double x;
+         if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= 10)) throw std::invalid_argument("lr: got '" + v + "', expected a number in [0, 10]");
+         c.trainer.engine.adamw.lr = static_cast<float>(x);
+       }},
+      {"pp", [&](const std::string& v) { c.trainer.layout.pp = static_cast<int>(integer("pp", v)); }},
+      {"dp", [&](const std::string& v) { c.trainer.layout.dp = static_cast<int>(integer("dp", v)); }},
+      {"dp-mode", [&](const std::string& v) { c.trainer.layout.dp_mode = ParseDpMode(v); }},
+      {"schedule", [&](const std::string& v) { c.trainer.pipeline.schedule = ParsePipelineSchedule("schedule", v); }},
+      {"chunks", [&](const std::string& v) { c.trainer.pipeline.chunks = static_cast<int>(integer("chunks", v)); }},
+      {"tp", [&](const std::string& v) { c.tp = static_cast<int>(integer("tp", v)); }},
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sp") {
-      sp = true;
-    } else if (a == "--tp") {
-      if (i + 1 >= argc || !absl::SimpleAtoi(argv[i + 1], &tp) || tp < 1) {
-        throw std::invalid_argument(absl::StrCat("tp: got '", i + 1 < argc ? argv[i + 1] : "", "', expected an integer >= 1"));
-      }
-      ++i;
-    } else {
-      rest.push_back(a);
+      c.sp = true;
+      continue;
     }
+    auto it = a.rfind("--", 0) == 0 ? table.find(a.substr(2)) : table.end();
+    if (it == table.end()) {
+      std::string names;
+      for (const auto& kv : table) names += (names.empty() ? "" : ", ") + kv.first;
+      throw std::invalid_argument("unknown setting '" + a + "'; expected one of: " + names + ", sp");
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value");
+    it->second(argv[++i]);
   }
+  if (c.tp < 1) throw std::invalid_argument("tp: got " + std::to_string(c.tp) + ", expected an integer >= 1");
+  c.trainer.layout.zero = 1;  // no ZeRO-3 inside the baseline: TP is its intra-node parallelism
+  return c;
+}
+
+int Main(int argc, char** argv) {
+  Config cfg = Parse(argc, argv);
+  const int tp = cfg.tp;
+  const bool sp = cfg.sp;
   const double idle_rss_mb = PeakRssMb();
   DistEnv env = DistEnv::FromEnvironment();
   if (env.world_size % tp != 0) {
     throw std::invalid_argument(absl::StrCat("tp(", tp, ") does not divide world_size(", env.world_size, ")"));
   }
-  tools::TrainConfig cfg = tools::TrainConfig::Parse(rest);
   const int inner_world = env.world_size / tp, t = env.rank % tp, inner = env.rank / tp;
-  cfg.Resolve(inner_world);
+  {
+    const std::string err = cfg.trainer.Resolve(inner_world);
+    if (!err.empty()) throw std::invalid_argument(err);
+  }
   at::set_num_threads(cfg.threads);
   const bool lead = env.rank == 0;
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
@@ -88,7 +146,9 @@ int Main(int argc, char** argv) {
   const int64_t m = trainer.microbatches();
   const int64_t tokens_per_step = cfg.micro_batch * m * trainer.dp_size() * cfg.gpt.context;
   if (lead) {
-    std::printf("3d train: %s, tp=%d%s x %s, schedule %s m=%lld, %lld tokens/step\n", cfg.ModelDescription().c_str(),
+    std::printf("3d train: GPT width %lld depth %lld heads %lld context %lld, tp=%d%s x %s, schedule %s m=%lld, "
+                "%lld tokens/step\n",
+                (long long)cfg.gpt.width, (long long)cfg.gpt.depth, (long long)cfg.gpt.heads, (long long)cfg.gpt.context,
                 tp, sp ? " (sequence parallel)" : "", trainer.options().layout.ToString().c_str(),
                 trainer.ScheduleName().c_str(), (long long)m, (long long)tokens_per_step);
     std::fflush(stdout);
@@ -142,7 +202,7 @@ int Main(int argc, char** argv) {
                   "counted_bytes_per_rank_step=%.0f tp_bytes_per_rank_step=%.0f exposed_comm_share=%.3f "
                   "model_flops_per_token=%.0f model_gflops=%.2f peak_rss_net_mb=%.0f\n",
                   env.world_size, tps, static_cast<double>(cli::LoopbackTxBytes() - lo0) / timed / env.world_size,
-                  other + tp_bytes, tp_bytes, exposed, cfg.ModelFlopsPerToken(), tps * cfg.ModelFlopsPerToken() / 1e9,
+                  other + tp_bytes, tp_bytes, exposed, cfg.gpt.TrainingFlopsPerToken(), tps * cfg.gpt.TrainingFlopsPerToken() / 1e9,
                   net_rss);
     }
   }
