@@ -15,20 +15,13 @@
 
 #include "benchmarks/baseline_3d/tp_gpt.h"
 #include "tests/thread_ranks.h"
+#include "tests/tp_config.h"
 #include "zeropp/process_groups.h"
 
 namespace zeropp {
 namespace {
 
-models::GptConfig Config() {
-  models::GptConfig c;
-  c.vocab = 32;
-  c.context = 8;
-  c.width = 16;
-  c.depth = 2;
-  c.heads = 2;
-  return c;
-}
+models::GptConfig Config() { return testing::TpTestConfig(); }
 
 void Batch(int step, at::Tensor* x, at::Tensor* y, int64_t sequences = 3) {
   at::Generator gen = at::detail::createCPUGenerator(977 * step + 5);

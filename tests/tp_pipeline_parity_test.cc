@@ -15,21 +15,14 @@
 #include "benchmarks/baseline_3d/tp_gpt.h"
 #include "benchmarks/baseline_3d/tp_stages.h"
 #include "tests/thread_ranks.h"
+#include "tests/tp_config.h"
 #include "zeropp/backend_factory.h"
 #include "zeropp/zeropp.h"
 
 namespace zeropp {
 namespace {
 
-models::GptConfig Config() {
-  models::GptConfig c;
-  c.vocab = 32;
-  c.context = 8;
-  c.width = 16;
-  c.depth = 2;
-  c.heads = 2;
-  return c;
-}
+models::GptConfig Config() { return testing::TpTestConfig(); }
 
 constexpr int kSteps = 10, kMicro = 4, kRows = 2;  // rows per micro-batch and replica
 constexpr double kClip = 0.5;

@@ -47,14 +47,15 @@ fi
 rm -rf "$WORK"
 
 # A rank dies on node 1 (rank 3, before step 3 of a job that would run for minutes): both
-# launchers exit non-zero, and node 0 stops within 15 s.
+# launchers exit non-zero, node 0's error names rank 3 and its node, and node 0 stops within 15 s.
 out="$(ZEROPP_TEST_KILL=3:3 timeout 120 "$TWO" --nproc-per-node 2 -- "$TRAIN" "${A[@]}" --steps 100000 2>&1)"; rc=$?
 summary="$(grep TWO_NODES <<<"$out")"
 secs=$(grep -oP '(?<=seconds=)[0-9.]+' <<<"$summary")
 rc0=$(grep -oP '(?<=rc0=)[0-9]+' <<<"$summary"); rc1=$(grep -oP '(?<=rc1=)[0-9]+' <<<"$summary")
 if [[ $rc -ne 0 && "${rc0:-0}" -ne 0 && "${rc1:-0}" -ne 0 && -n "$secs" ]] && awk -v s="$secs" 'BEGIN { exit !(s < 30) }' \
-    && grep -q '^\[node 1\] zpp run: rank 3 (pid [0-9]*) was killed by signal 9' <<<"$out"; then
-  pass "rank 3 killed on node 1: node 1 names it, node 0 exits $rc0 too; all over in $secs s"
+    && grep -q '^\[node 1\] zpp run: rank 3 (pid [0-9]*) was killed by signal 9' <<<"$out" \
+    && grep -q '^\[node 0\].*ranks no longer alive: [0-9 (),node]*3 (node 1)' <<<"$out"; then
+  pass "rank 3 killed on node 1: node 1 names it, node 0 names rank 3 on node 1 and exits $rc0 too; all over in $secs s: $(grep -m1 -o 'ranks no longer alive: [^;]*' <<<"$out")"
 else
   fail "dead rank on node 1: rc=$rc $summary: $out"
 fi
