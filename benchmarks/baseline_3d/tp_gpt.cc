@@ -36,7 +36,7 @@ TpGpt::TpGpt(const torch::nn::Sequential& reference, const models::GptConfig& cf
 at::Tensor TpGpt::forward(const at::Tensor& ids) { return seq_->forward(ids); }
 
 at::Tensor TpGpt::Loss(const at::Tensor& local_logits, const at::Tensor& targets) {
-  return TpLoss(local_logits, targets, cfg_, tp_, sp_);
+  return TpLoss(local_logits, targets, cfg_.vocab, tp_, sp_);
 }
 
 std::vector<at::Tensor> TpGpt::UniqueParameters() const {

@@ -15,6 +15,7 @@
 #include <torch/nn/module.h>
 
 #include "benchmarks/baseline_3d/tp_gpt.h"
+#include "benchmarks/baseline_3d/tp_llama.h"
 #include "benchmarks/baseline_3d/tp_ops.h"
 
 namespace zeropp {
@@ -133,11 +134,13 @@ std::string ReferenceName(const std::string& name) {
 }
 
 bool IsReplicated(const std::string& name) {
-  models::GptConfig any;  // slices depend on the name only; sizes do not matter here
-  any.vocab = 2;
-  any.width = 2;
-  any.heads = 2;
-  return TpGpt::SlicesOf(ReferenceName(name), any, 0, 2).empty();
+  // Slices depend on the name only; sizes do not matter here. GPT and Llama names never collide.
+  models::GptConfig gpt;
+  gpt.vocab = gpt.width = gpt.heads = 2;
+  models::LlamaConfig llama;
+  llama.vocab = llama.width = llama.heads = llama.ffn = 2;
+  const std::string ref = ReferenceName(name);
+  return TpGpt::SlicesOf(ref, gpt, 0, 2).empty() && LlamaSlicesOf(ref, llama, 0, 2).empty();
 }
 
 torch::nn::Sequential MakeTpSequential(const torch::nn::Sequential& reference, const models::GptConfig& cfg,
@@ -166,11 +169,11 @@ torch::nn::Sequential MakeTpSequential(const torch::nn::Sequential& reference, c
   return seq;
 }
 
-at::Tensor TpLoss(const at::Tensor& local_logits, const at::Tensor& targets, const models::GptConfig& cfg,
-                  Communicator& tp, bool sequence_parallel) {
+at::Tensor TpLoss(const at::Tensor& local_logits, const at::Tensor& targets, int64_t vocab, Communicator& tp,
+                  bool sequence_parallel) {
   const at::Tensor order = sequence_parallel ? targets.t().contiguous() : targets;  // the logits' order
   return VocabParallelCrossEntropy(local_logits.reshape({-1, local_logits.size(-1)}), order.reshape({-1}),
-                                   tp.rank() * (cfg.vocab / tp.size()), tp);
+                                   tp.rank() * (vocab / tp.size()), tp);
 }
 
 }  // namespace baseline3d

@@ -32,14 +32,14 @@ torch::nn::Sequential MakeTpSequential(const torch::nn::Sequential& reference, c
 // The reference's name of a parameter of MakeTpSequential ("1.block0/ln1/weight" ->
 // "block0.ln1.weight"; module prefixes, up to the last '.', are dropped).
 std::string ReferenceName(const std::string& name);
-// True for parameters every TP rank holds whole (layer norms, position embedding, row-parallel
-// biases): counted once in the gradient norm, and summed over the group with sequence parallelism.
+// True for parameters every TP rank holds whole (layer and RMS norms, position embedding,
+// row-parallel biases; GPT and Llama names): counted once in the gradient norm, and summed over the group with sequence parallelism.
 bool IsReplicated(const std::string& name);
 
 // Mean cross-entropy of next-token `targets` [B, T] under this rank's vocabulary slice of the
 // logits ([B, T, V/tp], or [T, B, V/tp] with sequence parallelism); the same on every TP rank.
-at::Tensor TpLoss(const at::Tensor& local_logits, const at::Tensor& targets, const models::GptConfig& cfg,
-                  Communicator& tp, bool sequence_parallel);
+at::Tensor TpLoss(const at::Tensor& local_logits, const at::Tensor& targets, int64_t vocab, Communicator& tp,
+                  bool sequence_parallel);
 
 }  // namespace baseline3d
 }  // namespace zeropp

@@ -154,7 +154,7 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   auto loss_fn = [&](const at::Tensor& out, const at::Tensor& target) {
-    return baseline3d::TpLoss(out, target, cfg.gpt, tpc, sp);
+    return baseline3d::TpLoss(out, target, cfg.gpt.vocab, tpc, sp);
   };
   double first = 0, last = 0;
   int64_t lo0 = 0, wait_us = 0, counted = 0, tp_counted = 0;
