@@ -8,17 +8,21 @@
 # counted) beside the formulas, bytes per step on the inter-node link (veth counters) and on
 # node 0's loopback. Then the crossover sweep (sequence length x U at fixed width: counted bytes
 # of both designs against the paper's condition 2*s*U*b > 9*h), a plot, and RESULT lines.
-#   ./zpp bench zeropp-vs-3d [--rate 1gbit] [--steps 10]
+#   ./zpp bench zeropp-vs-3d [--rate 1gbit] [--steps 10] [--model llama]
+# --model llama: the Llama-style decoder (RMSNorm, rotary, SwiGLU, 2 key/value heads for 4 query
+# heads) instead of the GPT, every layout but sequence parallelism (the Llama's TP form has none)
+# and the plain PP hybrids, no crossover sweep; files get a -llama suffix.
 # 2 cores run 4 ranks here: every rank shares a core with another (oversubscribed), so tokens/s
 # compare the designs on this machine only; the byte counts are exact anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=1gbit STEPS=10
+RATE=1gbit STEPS=10 MODEL_KIND=gpt
 while (($#)); do
   case "$1" in
     --rate) RATE="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
-    *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N)" >&2; exit 2 ;;
+    --model) MODEL_KIND="$2"; shift 2 ;;
+    *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --model gpt|llama)" >&2; exit 2 ;;
   esac
 done
 bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d >/dev/null 2>&1 ||
@@ -30,10 +34,16 @@ trap 'rm -rf "$WORK"' EXIT
 H=256 D=4 HEADS=4 CTX=128 M=8 G=32 WARM=3
 MODEL=(--width $H --depth $D --heads $HEADS --context $CTX --microbatches $M --steps "$STEPS" --bench-warmup $WARM
        --log-every 1000 --lr 3e-3)
+SUFFIX=""
+case "$MODEL_KIND" in
+  gpt) ;;
+  llama) MODEL+=(--model llama --kv-heads 2); SUFFIX="-llama" ;;
+  *) echo "zeropp-vs-3d: --model: got '$MODEL_KIND', expected gpt or llama" >&2; exit 2 ;;
+esac
 two_nodes=1
 probe="zppvs$$"
 if ip netns add "$probe" 2>/dev/null; then ip netns del "$probe"; else two_nodes=0; fi
-echo "# GPT width $H, depth $D, $HEADS heads, context $CTX, byte vocabulary 256; global batch $G sequences"
+echo "# $MODEL_KIND width $H, depth $D, $HEADS heads, context $CTX, byte vocabulary 256; global batch $G sequences"
 echo "# ($((G * CTX)) tokens) per step in $M micro-batches; $STEPS steps, the last $((STEPS - WARM)) timed"
 [[ $two_nodes == 1 ]] && echo "# 2 nodes x 2 ranks (network namespaces, veth); shaped: tc tbf $RATE each way" ||
   echo "# NOTE: network namespaces unavailable (not root?): 1 node x 4 ranks, no shaping"
@@ -72,6 +82,7 @@ for shape in unshaped shaped; do
   [[ $two_nodes == 0 && $shape == shaped ]] && continue
   for entry in "${LAYOUTS[@]}"; do
     IFS='|' read -r name prog args <<<"$entry"
+    [[ $MODEL_KIND == llama && ( $name == *_sp || $name == pp2_dp2* ) ]] && continue
     # shellcheck disable=SC2086
     if ! run "$shape" "$prog" "${MODEL[@]}" $args; then
       echo "error: layout $name ($shape) failed:"; tail -20 "$WORK/out"; exit 1
@@ -99,7 +110,8 @@ for shape in unshaped shaped; do
       "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo"
   done
 done
-python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "benchmarks/results/zeropp-vs-3d-$(date +%F).png" "$two_nodes"
+python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png" "$two_nodes"
+[[ $MODEL_KIND == gpt ]] || exit 0
 
 # The crossover: bytes per step of rank 0's sharding group for ZeroPP (pp2 x zero2, U micro-batches
 # per unit, b = 2 sequences per rank's micro-batch) and for 3D tp2 x pp2 (the same global micro-batch

@@ -22,8 +22,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "benchmarks/baseline_3d/tp_llama.h"
 #include "benchmarks/baseline_3d/tp_stages.h"
 #include "models/byte_corpus.h"
+#include "models/llama.h"
 #include "zeropp/backend_factory.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/loopback_bound.h"
@@ -43,6 +45,8 @@ double PeakRssMb() {
 
 // The flags this job takes, with tools/train's names and defaults.
 struct Config {
+  std::string model = "gpt";  // gpt | llama (then kv_heads and ffn apply)
+  int64_t kv_heads = 0, ffn = 0;
   models::GptConfig gpt;
   TrainerOptions trainer;
   int64_t steps = 100, micro_batch = 8, log_every = 1, bench_warmup = 0;
@@ -87,6 +91,12 @@ Config Parse(int argc, char** argv) {
       {"schedule", [&](const std::string& v) { c.trainer.pipeline.schedule = ParsePipelineSchedule("schedule", v); }},
       {"chunks", [&](const std::string& v) { c.trainer.pipeline.chunks = static_cast<int>(integer("chunks", v)); }},
       {"tp", [&](const std::string& v) { c.tp = static_cast<int>(integer("tp", v)); }},
+      {"model", [&](const std::string& v) {
+         if (v != "gpt" && v != "llama") throw std::invalid_argument("model: got '" + v + "', expected gpt or llama");
+         c.model = v;
+       }},
+      {"kv-heads", [&](const std::string& v) { c.kv_heads = integer("kv-heads", v); }},
+      {"ffn", [&](const std::string& v) { c.ffn = integer("ffn", v); }},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -104,6 +114,7 @@ Config Parse(int argc, char** argv) {
     it->second(argv[++i]);
   }
   if (c.tp < 1) throw std::invalid_argument("tp: got " + std::to_string(c.tp) + ", expected an integer >= 1");
+  if (c.sp && c.model == "llama") throw std::invalid_argument("sp: the Llama's tensor-parallel form has no sequence parallelism");
   c.trainer.layout.zero = 1;  // no ZeRO-3 inside the baseline: TP is its intra-node parallelism
   return c;
 }
@@ -126,7 +137,18 @@ int Main(int argc, char** argv) {
   const bool lead = env.rank == 0;
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
   torch::manual_seed(cfg.seed);
-  torch::nn::Sequential reference = models::MakeGpt(cfg.gpt);  // the same initial weights as tools/train
+  // The same model and initial weights as tools/train with the same flags.
+  models::LlamaConfig llama;
+  llama.vocab = cfg.gpt.vocab;
+  llama.context = cfg.gpt.context;
+  llama.width = cfg.gpt.width;
+  llama.depth = cfg.gpt.depth;
+  llama.heads = cfg.gpt.heads;
+  llama.kv_heads = cfg.kv_heads;
+  llama.ffn = cfg.ffn;
+  const bool is_llama = cfg.model == "llama";
+  torch::nn::Sequential reference = is_llama ? models::MakeLlama(llama) : models::MakeGpt(cfg.gpt);
+  const double flops_per_token = is_llama ? llama.TrainingFlopsPerToken() : cfg.gpt.TrainingFlopsPerToken();
 
   // One rendezvous for all ranks; then TP index t's pp x dp groups and this rank's TP group.
   auto all = ProcessGroups::Create(env, {1, env.world_size, 1, DpMode::kDp}, {});
@@ -140,15 +162,16 @@ int Main(int argc, char** argv) {
                    MakeBackend("gloo", c10::make_intrusive<c10d::PrefixStore>("3d/" + name + "/pg", all->store()), t,
                                tp, std::chrono::milliseconds(60000)),
                    {});
-  torch::nn::Sequential model = baseline3d::MakeTpSequential(reference, cfg.gpt, tpc, sp, nullptr);
+  torch::nn::Sequential model = is_llama ? baseline3d::MakeTpLlamaSequential(reference, llama, tpc)
+                                         : baseline3d::MakeTpSequential(reference, cfg.gpt, tpc, sp, nullptr);
   Trainer trainer(model.ptr(), std::move(groups), to);
   trainer.SetModelParallel(&tpc, baseline3d::IsReplicated, sp);
   const int64_t m = trainer.microbatches();
   const int64_t tokens_per_step = cfg.micro_batch * m * trainer.dp_size() * cfg.gpt.context;
   if (lead) {
-    std::printf("3d train: GPT width %lld depth %lld heads %lld context %lld, tp=%d%s x %s, schedule %s m=%lld, "
+    std::printf("3d train: %s width %lld depth %lld heads %lld context %lld, tp=%d%s x %s, schedule %s m=%lld, "
                 "%lld tokens/step\n",
-                (long long)cfg.gpt.width, (long long)cfg.gpt.depth, (long long)cfg.gpt.heads, (long long)cfg.gpt.context,
+                is_llama ? "llama" : "GPT", (long long)cfg.gpt.width, (long long)cfg.gpt.depth, (long long)cfg.gpt.heads, (long long)cfg.gpt.context,
                 tp, sp ? " (sequence parallel)" : "", trainer.options().layout.ToString().c_str(),
                 trainer.ScheduleName().c_str(), (long long)m, (long long)tokens_per_step);
     std::fflush(stdout);
@@ -202,7 +225,7 @@ int Main(int argc, char** argv) {
                   "counted_bytes_per_rank_step=%.0f tp_bytes_per_rank_step=%.0f exposed_comm_share=%.3f "
                   "model_flops_per_token=%.0f model_gflops=%.2f peak_rss_net_mb=%.0f\n",
                   env.world_size, tps, static_cast<double>(cli::LoopbackTxBytes() - lo0) / timed / env.world_size,
-                  other + tp_bytes, tp_bytes, exposed, cfg.gpt.TrainingFlopsPerToken(), tps * cfg.gpt.TrainingFlopsPerToken() / 1e9,
+                  other + tp_bytes, tp_bytes, exposed, flops_per_token, tps * flops_per_token / 1e9,
                   net_rss);
     }
   }
