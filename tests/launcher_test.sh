@@ -95,5 +95,21 @@ else
   fail "by-hand: $(cat "$WORK"/hand*.out)"
 fi
 
+# 5. A node whose master never answers (nothing listens on MASTER_PORT): the rank fails within its
+# rendezvous timeout (ZEROPP_RENDEZVOUS_TIMEOUT=3) plus a second, with one line naming the address.
+PORT=$(free_port)
+start=$(date +%s.%N)
+out="$(ZEROPP_RENDEZVOUS_TIMEOUT=3 timeout 60 "$LAUNCHER" --nproc-per-node 1 --nnodes 2 --node-rank 1 \
+  --master-addr 127.0.0.1 --master-port "$PORT" -- "$PROG" 2>&1)"; rc=$?
+secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+errs="$(grep 'error:' <<<"$out")"
+if [[ $rc -ne 0 && $rc -ne 124 && $(grep -c 'error:' <<<"$out") -eq 1 ]] && grep -q "MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT" <<<"$errs" \
+    && grep -q 'within 3 s' <<<"$errs" && awk -v s="$secs" 'BEGIN { exit !(s < 3 + 1 + 3) }' \
+    && ! grep -qE 'frame #|Exception raised from' <<<"$out"; then
+  pass "unreachable master: failed in $secs s (timeout 3 s) with one line: $errs"
+else
+  fail "unreachable master (rc=$rc, $secs s): $out"
+fi
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -38,6 +38,9 @@ DistEnv DistEnv::FromLookup(const std::function<const char*(const char*)>& get) 
   ReadInt(get, "LOCAL_WORLD_SIZE", 1, 1 << 20, &env.local_world_size, &problems);
   ReadInt(get, "LOCAL_RANK", 0, 1 << 20, &env.local_rank, &problems);
   ReadInt(get, "MASTER_PORT", 1, 65535, &env.master_port, &problems);
+  if (get("ZEROPP_RENDEZVOUS_TIMEOUT") != nullptr) {
+    ReadInt(get, "ZEROPP_RENDEZVOUS_TIMEOUT", 1, 86400, &env.rendezvous_timeout_s, &problems);
+  }
   const char* addr = get("MASTER_ADDR");
   if (addr == nullptr || addr[0] == '\0') {
     problems.push_back("MASTER_ADDR is not set (expected a host name or IP address)");

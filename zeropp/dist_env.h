@@ -1,7 +1,8 @@
 // dist_env.h: the torchrun-compatible process environment of one rank.
 //
 // Read from RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, exactly as
-// torchrun (and ./zpp run) set them. Every malformed or missing variable is reported at once,
+// torchrun (and ./zpp run) set them, and the optional ZEROPP_RENDEZVOUS_TIMEOUT. Every malformed or
+// missing variable is reported at once,
 // naming the variable, the value found and what was expected.
 //
 //   DistEnv env = DistEnv::FromEnvironment();   // throws std::invalid_argument on bad input
@@ -19,6 +20,9 @@ struct DistEnv {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // ZEROPP_RENDEZVOUS_TIMEOUT (seconds, optional): how long a rank waits for the store and the
+  // other ranks before it fails naming them; 0 = the caller's default (60 s).
+  int rendezvous_timeout_s = 0;
 
   // Reads the process environment. Throws std::invalid_argument listing every bad variable.
   static DistEnv FromEnvironment();

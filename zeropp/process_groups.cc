@@ -1,6 +1,9 @@
 #include "zeropp/process_groups.h"
 
+#include <future>
+#include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -13,8 +16,10 @@
 namespace zeropp {
 
 std::unique_ptr<ProcessGroups> ProcessGroups::Create(const DistEnv& env, const ParallelConfig& config,
-                                                     const ProcessGroupsOptions& options) {
+                                                     const ProcessGroupsOptions& given) {
   config.ValidateOrThrow(env.world_size);
+  ProcessGroupsOptions options = given;
+  if (env.rendezvous_timeout_s > 0) options.rendezvous_timeout = std::chrono::seconds(env.rendezvous_timeout_s);
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(env.master_port);
   opts.isServer = env.rank == 0;
@@ -23,7 +28,22 @@ std::unique_ptr<ProcessGroups> ProcessGroups::Create(const DistEnv& env, const P
   opts.timeout = options.rendezvous_timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    // LibTorch's connect retries can outlast opts.timeout by tens of seconds; the documented
+    // timeout is kept by waiting for the connection on a helper thread, abandoned on expiry (the
+    // caller ends the process).
+    auto done = std::make_shared<std::promise<c10::intrusive_ptr<c10d::Store>>>();
+    auto future = done->get_future();
+    std::thread([done, addr = env.master_addr, opts] {
+      try {
+        done->set_value(c10::make_intrusive<c10d::TCPStore>(addr, opts));
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    }).detach();
+    if (future.wait_for(options.rendezvous_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+      throw std::runtime_error(absl::StrCat("no answer from ", env.master_addr, ":", env.master_port));
+    }
+    store = future.get();
   } catch (const std::exception& e) {
     std::string first_line = e.what();
     first_line = first_line.substr(0, first_line.find('\n'));
