@@ -5,6 +5,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "zeropp/process_groups.h"
 
 int main(int argc, char** argv) {
+  c10::initLogging();  // as zeropp's programs do (cli::RunMain): LibTorch's level from TORCH_CPP_LOG_LEVEL
   bool loop = argc > 1 && std::strcmp(argv[1], "--loop") == 0;
   try {
     zeropp::DistEnv env = zeropp::DistEnv::FromEnvironment();
