@@ -3,8 +3,6 @@
 #include <stdexcept>
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/embedding.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #include <ATen/ops/silu.h>
@@ -12,6 +10,7 @@
 #include <torch/nn/module.h>
 
 #include "benchmarks/baseline_3d/tp_ops.h"
+#include "benchmarks/baseline_3d/tp_stages.h"
 
 namespace zeropp {
 namespace baseline3d {
@@ -29,14 +28,7 @@ struct Shared {
 
 at::Tensor Take(torch::nn::Module& m, const std::string& name, const Shared& s,
                 torch::OrderedDict<std::string, at::Tensor>& params) {
-  const at::Tensor& full = params[name];
-  const auto slices = LlamaSlicesOf(name, s.cfg, s.tp->rank(), s.tp->size());
-  std::vector<at::Tensor> parts;
-  for (const auto& sl : slices) parts.push_back(full.narrow(sl.dim, sl.begin, sl.size));
-  at::Tensor t = parts.empty() ? full.clone() : at::cat(parts, slices[0].dim).clone();
-  std::string key = name;  // LibTorch refuses dots in a parameter's own name
-  for (char& ch : key) ch = ch == '.' ? '/' : ch;
-  return m.register_parameter(key, t.contiguous());
+  return RegisterSlice(m, name, params[name], LlamaSlicesOf(name, s.cfg, s.tp->rank(), s.tp->size()));
 }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -48,9 +40,7 @@ class TpLlamaEmbedImpl : public torch::nn::Module {
   TpLlamaEmbedImpl(const Shared& s, torch::OrderedDict<std::string, at::Tensor>& p)
       : s_(s), w(Take(*this, "embed.weight", s, p)) {}
   at::Tensor forward(const at::Tensor& ids) {
-    const at::Tensor outside = (ids < s_.vocab_begin) | (ids >= s_.vocab_begin + w.size(0));
-    at::Tensor tok = at::embedding(w, (ids - s_.vocab_begin).masked_fill(outside, 0)).masked_fill(outside.unsqueeze(-1), 0.0);
-    return ReduceFromTp(tok, *s_.tp);
+    return ReduceFromTp(VocabParallelLookup(w, ids, s_.vocab_begin), *s_.tp);
   }
   Shared s_;
   at::Tensor w;

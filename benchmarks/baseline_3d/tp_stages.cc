@@ -32,14 +32,7 @@ struct Shared {
 // Registers this rank's slice of the reference's `name` on `m`.
 at::Tensor Take(torch::nn::Module& m, const std::string& name, const Shared& s,
                 torch::OrderedDict<std::string, at::Tensor>& params) {
-  const at::Tensor& full = params[name];
-  const auto slices = TpGpt::SlicesOf(name, s.cfg, s.tp->rank(), s.tp->size());
-  std::vector<at::Tensor> parts;
-  for (const auto& sl : slices) parts.push_back(full.narrow(sl.dim, sl.begin, sl.size));
-  at::Tensor t = parts.empty() ? full.clone() : at::cat(parts, slices[0].dim).clone();
-  std::string key = name;  // LibTorch refuses dots in a parameter's own name
-  for (char& ch : key) ch = ch == '.' ? '/' : ch;
-  return m.register_parameter(key, t.contiguous());
+  return RegisterSlice(m, name, params[name], TpGpt::SlicesOf(name, s.cfg, s.tp->rank(), s.tp->size()));
 }
 
 class TpEmbedImpl : public torch::nn::Module {
@@ -47,11 +40,8 @@ class TpEmbedImpl : public torch::nn::Module {
   TpEmbedImpl(const Shared& s, torch::OrderedDict<std::string, at::Tensor>& p)
       : s_(s), wte(Take(*this, "embed.wte.weight", s, p)), wpe(Take(*this, "embed.wpe.weight", s, p)) {}
   at::Tensor forward(const at::Tensor& ids) {
-    const int64_t t = ids.size(1), v = wte.size(0);
-    // Vocabulary-parallel: ids outside this rank's slice look up row 0 and are zeroed.
-    const at::Tensor outside = (ids < s_.vocab_begin) | (ids >= s_.vocab_begin + v);
-    at::Tensor tok = at::embedding(wte, (ids - s_.vocab_begin).masked_fill(outside, 0))
-                         .masked_fill(outside.unsqueeze(-1), 0.0);
+    const int64_t t = ids.size(1);
+    at::Tensor tok = VocabParallelLookup(wte, ids, s_.vocab_begin);
     if (!s_.sp) return ReduceFromTp(tok, *s_.tp) + at::embedding(wpe, at::arange(t, ids.options()));
     const int64_t local_t = t / s_.tp->size();
     return ReduceScatterToSeq(tok.transpose(0, 1).contiguous(), *s_.tp) +
@@ -125,6 +115,22 @@ class TpHeadImpl : public torch::nn::Module {
 TORCH_MODULE(TpHead);
 
 }  // namespace
+
+at::Tensor RegisterSlice(torch::nn::Module& m, const std::string& name, const at::Tensor& full,
+                         const std::vector<TpGpt::Slice>& slices) {
+  std::vector<at::Tensor> parts;
+  for (const auto& sl : slices) parts.push_back(full.narrow(sl.dim, sl.begin, sl.size));
+  at::Tensor t = parts.empty() ? full.clone() : at::cat(parts, slices[0].dim).clone();
+  std::string key = name;  // LibTorch refuses dots in a parameter's own name
+  for (char& ch : key) ch = ch == '.' ? '/' : ch;
+  return m.register_parameter(key, t.contiguous());
+}
+
+at::Tensor VocabParallelLookup(const at::Tensor& local_weight, const at::Tensor& ids, int64_t vocab_begin) {
+  // Ids outside this rank's slice look up row 0 and are zeroed.
+  const at::Tensor outside = (ids < vocab_begin) | (ids >= vocab_begin + local_weight.size(0));
+  return at::embedding(local_weight, (ids - vocab_begin).masked_fill(outside, 0)).masked_fill(outside.unsqueeze(-1), 0.0);
+}
 
 std::string ReferenceName(const std::string& name) {
   std::string n = name.substr(name.rfind('.') + 1);  // module prefixes end at the last '.'; keys use '/'

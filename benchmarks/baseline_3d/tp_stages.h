@@ -12,9 +12,11 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <torch/nn/modules/container/sequential.h>
 
+#include "benchmarks/baseline_3d/tp_gpt.h"
 #include "models/gpt.h"
 #include "zeropp/communicator.h"
 
@@ -28,6 +30,14 @@ namespace baseline3d {
 torch::nn::Sequential MakeTpSequential(const torch::nn::Sequential& reference, const models::GptConfig& cfg,
                                        Communicator& tp, bool sequence_parallel,
                                        std::map<std::string, std::string>* reference_names);
+
+// Registers on `m` the parts `slices` of `full` (the reference's `name`; all of it when `slices` is
+// empty), concatenated along the slices' dimension, under `name` with '/' for '.'.
+at::Tensor RegisterSlice(torch::nn::Module& m, const std::string& name, const at::Tensor& full,
+                         const std::vector<TpGpt::Slice>& slices);
+// Megatron's vocabulary-parallel lookup: rows of `local_weight` for ids in [vocab_begin,
+// vocab_begin + rows), zeros for the others (the group's ReduceFromTp completes the embedding).
+at::Tensor VocabParallelLookup(const at::Tensor& local_weight, const at::Tensor& ids, int64_t vocab_begin);
 
 // The reference's name of a parameter of MakeTpSequential ("1.block0/ln1/weight" ->
 // "block0.ln1.weight"; module prefixes, up to the last '.', are dropped).
