@@ -506,7 +506,12 @@ void Engine::VisitState(bool modify, const StateVisitor& fn) {
     }
     at::Tensor master = f->AcquireMaster();
     at::Tensor moments = optimizer_.AcquireMoments(i);
-    fn(*f, optimizer_.own_begin(i), optimizer_.own_end(i), master, moments);
+    // The visitor reads and writes host memory (checkpoint files); device state goes through copies.
+    at::Tensor host_master = master.is_cpu() ? master : master.to(at::kCPU);
+    at::Tensor host_moments = moments.is_cpu() ? moments : moments.to(at::kCPU);
+    fn(*f, optimizer_.own_begin(i), optimizer_.own_end(i), host_master, host_moments);
+    if (modify && !master.is_cpu()) master.copy_(host_master);
+    if (modify && !moments.is_cpu()) moments.copy_(host_moments);
     optimizer_.ReleaseMoments(i, modify);
     if (modify && !f->master_is_shard()) {
       at::Tensor shard = f->AcquireShard();

@@ -146,7 +146,8 @@ class Engine {
   // FlatParam, the flat range [own_begin, own_end) this rank's optimizer owns, the fp32 master
   // shard (flat coordinates shard_begin() ..) and the AdamW moments over the owned range
   // ([2, own]: exp_avg, exp_avg_sq). With `modify`, both are written back and the compute shard is
-  // refreshed from the master. Call between steps (every unit sharded). Local; not collective.
+  // refreshed from the master. Both are host tensors (copies of device state, written back after
+  // `fn` with `modify`). Call between steps (every unit sharded). Local; not collective.
   using StateVisitor = std::function<void(const FlatParam& flat, int64_t own_begin, int64_t own_end,
                                           const at::Tensor& master, const at::Tensor& moments)>;
   void VisitState(bool modify, const StateVisitor& fn);
