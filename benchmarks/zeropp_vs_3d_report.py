@@ -1,5 +1,6 @@
 """The end of ./zpp bench zeropp-vs-3d: RESULT lines and the tokens/s plot from the rows the bench
 measured. Usage: zeropp_vs_3d_report.py ROWS.tsv OUT.png TWO_NODES(0|1)"""
+import os
 import sys
 
 import matplotlib
@@ -32,8 +33,12 @@ def main():
     ratio = best_z["tps"] / best_3["tps"]
     print(f"# on the {link} link: best ZeroPP layout {best_z['name']}, best 3D layout {best_3['name']}"
           + ("" if two_nodes else " (one node: namespaces unavailable)"))
-    print(f"RESULT zeropp-vs-3d best_zeropp_tokens_per_s_{link}={best_z['tps']:.0f} tok/s "
-          f"reference={best_3['tps']:.0f} ratio={ratio:.3f} target=1.00 {verdict(ratio > 1.0)} oversubscribed=4ranks/2cores")
+    # As the other benches label it: 4 ranks on fewer cores share them (in the metric's name, so that
+    # every RESULT line still ends in MET or MISSED).
+    cores = os.cpu_count() or 1
+    tag = f"_oversubscribed_{cores}cores" if cores < 4 else ""
+    print(f"RESULT zeropp-vs-3d best_zeropp_tokens_per_s_{link}{tag}={best_z['tps']:.0f} tok/s "
+          f"reference={best_3['tps']:.0f} ratio={ratio:.3f} target=1.00 {verdict(ratio > 1.0)}")
     mratio = best_z["rss"] / max(best_3["rss"], 1.0)
     print(f"RESULT zeropp-vs-3d best_zeropp_peak_rss_net_mb={best_z['rss']:.0f} MB reference={best_3['rss']:.0f} "
           f"ratio={mratio:.3f} target=1.25 {verdict(mratio <= 1.25)}")

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "zeropp/cli/loopback_bound.h"
+#include "zeropp/cli/proc_status.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
 #include "models/llama.h"
@@ -40,16 +41,8 @@
 namespace zeropp {
 namespace {
 
-// A field of /proc/self/status ("VmHWM:", "VmRSS:" in kB, "Threads:").
-double ProcStatus(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::strlen(key)));
-  }
-  return 0;
-}
-double PeakRssMb() { return ProcStatus("VmHWM:") / 1024.0; }
+using cli::PeakRssMb;
+using cli::ProcStatus;
 
 int OpenFds() {
   int n = 0;

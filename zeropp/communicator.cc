@@ -244,7 +244,8 @@ at::Tensor Communicator::ForBackend(const at::Tensor& t) const {
 }
 
 void Communicator::FromBackend(const at::Tensor& dst, const at::Tensor& staged) {
-  if (dst.defined() && !staged.is_same(dst)) dst.copy_(staged);
+  // ForBackend staged exactly when the devices differ; otherwise `staged` is `dst`'s own memory.
+  if (dst.defined() && dst.device() != staged.device()) dst.copy_(staged);
 }
 
 namespace {

@@ -130,7 +130,7 @@ class Communicator {
                                     std::function<void(const Task&)> run);
   // `t` on the backend's device: itself, or a staged copy (device.h's staging rule).
   at::Tensor ForBackend(const at::Tensor& t) const;
-  // Copies a staged result back into `dst` (nothing when `staged` is `dst` itself).
+  // Copies a staged result back into `dst` (nothing when no staging happened: same device).
   static void FromBackend(const at::Tensor& dst, const at::Tensor& staged);
   void WorkerLoop();
   void RunTask(Task& task);  // on the worker (Gloo) or the issuing thread (NCCL)

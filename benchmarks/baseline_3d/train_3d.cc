@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -29,19 +28,13 @@
 #include "zeropp/backend_factory.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/loopback_bound.h"
+#include "zeropp/cli/proc_status.h"
 #include "zeropp/zeropp.h"
 
 namespace zeropp {
 namespace {
 
-double PeakRssMb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return 0;
-}
+using cli::PeakRssMb;
 
 // The flags this job takes, with tools/train's names and defaults.
 struct Config {
