@@ -44,7 +44,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const Action& a = s.ranks[r][x.pc];
         const std::string name = a.ToString();
         const bool whole_backward = cost.first_stage_whole_backward && a.chunk * pp + r == 0;
-        auto compute = [&](double seconds, const std::string& label = std::string(), bool wait_inputs = true) {
+        const int vstage = a.chunk * pp + r;
+        const CostModel::StageExtra extra =
+            a.chunk >= 0 && vstage < static_cast<int>(cost.virtual_stage_extra.size()) ? cost.virtual_stage_extra[vstage]
+                                                                                       : CostModel::StageExtra{};
+        auto compute = [&](double seconds, const std::string& label = std::string(), bool wait_inputs = true,
+                           double extra_s = 0) {
           double start = std::max(x.t, x.gather_ready.count(a.chunk) ? x.gather_ready[a.chunk] : 0.0);
           // A receive only posts; the computation that consumes it waits for the arrival.
           const std::pair<int, int> cm{a.chunk, a.mb};
@@ -56,8 +61,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
             start = std::max(start, x.grad_ready[cm]);
           }
           const double scale = r < static_cast<int>(cost.rank_compute_scale.size()) ? cost.rank_compute_scale[r] : 1.0;
-          x.t = start + seconds * per_chunk * scale;
-          x.busy += seconds * per_chunk * scale;
+          x.t = start + (seconds * per_chunk + extra_s) * scale;
+          x.busy += (seconds * per_chunk + extra_s) * scale;
           res.events.push_back({r, label.empty() ? name : label, "compute", start, x.t});
         };
         // A recomputed chunk runs its forward again at the start of B, before the gradient is
@@ -85,18 +90,20 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
           case ActionKind::kRelease:
             break;
           case ActionKind::kForward:
-            compute(cost.forward_s);
+            compute(cost.forward_s, "", true, extra.forward_s);
             break;
           case ActionKind::kBackward:
             recompute();
-            compute(cost.backward_s);
+            compute(cost.backward_s, "", true, extra.backward_input_s + extra.backward_weight_s);
             break;
           case ActionKind::kBackwardInput:
             recompute();
-            compute(whole_backward ? cost.backward_s : cost.backward_input_s);
+            compute(whole_backward ? cost.backward_s : cost.backward_input_s, "", true,
+                    extra.backward_input_s + (whole_backward ? extra.backward_weight_s : 0.0));
             break;
           case ActionKind::kBackwardWeight:
-            compute(whole_backward ? 0.0 : cost.backward_weight_s);
+            compute(whole_backward ? 0.0 : cost.backward_weight_s, "", true,
+                    whole_backward ? 0.0 : extra.backward_weight_s);
             break;
           case ActionKind::kSendAct:
           case ActionKind::kSendGrad: {

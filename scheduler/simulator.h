@@ -38,6 +38,12 @@ struct CostModel {
   bool first_stage_whole_backward = false;
   // Per pipeline rank, a factor on its compute times (unbalanced stages); empty = all 1.
   std::vector<double> rank_compute_scale;
+  // Per virtual stage (chunk * pp + rank), seconds added to its F, Bi and W (B = Bi + W) on top
+  // of the per-chunk share above: the embedding on the first, the LM head and loss on the last.
+  struct StageExtra {
+    double forward_s = 0, backward_input_s = 0, backward_weight_s = 0;
+  };
+  std::vector<StageExtra> virtual_stage_extra;
   double optimizer_s = 0.0;         // the step's tail: reductions across replicas, clipping, AdamW
   double activation_bytes = 0;      // per micro-batch crossing a stage boundary
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype

@@ -1,0 +1,132 @@
+#include "scheduler/planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+double Sat(double d, double half) { return d / (d + half); }
+
+}  // namespace
+
+double MatmulEfficiency(const Hardware& hw, double m, double n, double k) {
+  const double h = hw.matmul_half_dim;
+  return hw.matmul_max_efficiency * Sat(m, h) * Sat(n, h) * Sat(k, h);
+}
+
+double MatmulSeconds(const Hardware& hw, double m, double n, double k) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  return 2 * m * n * k / (hw.ComputeFlops() * MatmulEfficiency(hw, m, n, k));
+}
+
+double BusBytesPerSecond(const Hardware& hw, int ranks, int ranks_per_node) {
+  const int g = std::max(1, std::min(ranks, ranks_per_node));
+  if (ranks <= g) return hw.intra.Effective();
+  const double inter = hw.inter.Effective() * g / hw.devices_per_node;
+  return std::min(hw.intra.Effective(), inter);
+}
+
+double HopLatency(const Hardware& hw, int ranks, int ranks_per_node) {
+  return ranks <= std::max(1, ranks_per_node) ? hw.intra.latency_s : hw.inter.latency_s;
+}
+
+double CollectiveSeconds(const Hardware& hw, CollectiveKind kind, double bytes, int ranks, int ranks_per_node) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const double p = ranks, bus = BusBytesPerSecond(hw, ranks, ranks_per_node);
+  const double alpha = HopLatency(hw, ranks, ranks_per_node);
+  if (kind != CollectiveKind::kAllReduce) return (p - 1) * alpha + (p - 1) / p * bytes / bus;
+  const double ring = 2 * (p - 1) * alpha + 2 * (p - 1) / p * bytes / bus;
+  const double tree = 2 * std::ceil(std::log2(p)) * alpha + 2 * bytes / bus;
+  if (hw.allreduce_algorithm == "ring") return ring;
+  if (hw.allreduce_algorithm == "tree") return tree;
+  return std::min(ring, tree);
+}
+
+ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o) {
+  const double t = o.tp, tokens = static_cast<double>(o.micro_batch) * m.seq, h = m.hidden;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
+  const double vb = hw.value_bytes;
+  ActionCost c;
+  // (N, K) of each forward GEMM on one tensor-parallel rank; M = tokens.
+  const double gemms[][2] = {
+      {(h + 2 * kv) / t, h},                      // QKV (column parallel)
+      {h, h / t},                                 // attention output (row parallel)
+      {(m.swiglu ? 2.0 : 1.0) * m.ffn / t, h},    // MLP up (+ gate)
+      {h, m.ffn / t},                             // MLP down (row parallel)
+  };
+  for (const auto& g : gemms) {
+    const double n = g[0], k = g[1];
+    const double f = MatmulSeconds(hw, tokens, n, k);
+    const double di = MatmulSeconds(hw, tokens, k, n);  // dX = dY W^T
+    const double dw = MatmulSeconds(hw, k, n, tokens);  // dW = X^T dY
+    c.forward_s += f;
+    c.backward_input_s += di;
+    c.backward_weight_s += dw;
+    c.matmul_s += f + di + dw;
+  }
+  // Attention core: QK^T and AV over heads/t heads.
+  const double core_flops = 4.0 * o.micro_batch * m.seq * m.seq * h / t * (m.flash_attention ? 0.5 : 1.0);
+  const double attn_f = core_flops / (hw.ComputeFlops() * hw.attention_efficiency);
+  const double attn_b = attn_f * (m.flash_attention ? 2.5 : m.selective_recompute ? 3.0 : 2.0);
+  c.forward_s += attn_f;
+  c.backward_input_s += attn_b;
+  c.attention_s = attn_f + attn_b;
+  // Element-wise: hidden-sized passes are split by t only with sequence parallelism.
+  const double hidden_values = tokens * h / (o.sequence_parallel ? t : 1.0);
+  const double ffn_values = tokens * m.ffn / t;
+  double values = kElementwisePassesHidden * hidden_values + (m.swiglu ? 6.0 : kElementwisePassesFfn) * ffn_values;
+  double scores = 0;
+  if (!m.flash_attention) scores = kElementwisePassesScores * o.micro_batch * (m.heads / t) * m.seq * m.seq;
+  const double bw = hw.memory_bytes_per_s * hw.memory_efficiency;
+  const double ew_f = (values + scores) * vb / bw;
+  // Backward: twice the passes; selective recomputation runs the softmax passes once more.
+  const double ew_b = 2 * ew_f + (m.selective_recompute ? scores * vb / bw : 0.0);
+  c.forward_s += ew_f;
+  c.backward_input_s += ew_b;
+  c.elementwise_s = ew_f + ew_b;
+  // Tensor-parallel communication (intra-node group of t ranks).
+  if (o.tp > 1) {
+    const double act = tokens * h * vb;
+    // Forward: 2 all-reduces (after attention and MLP); backward: 2 more (their conjugates).
+    // With sequence parallelism each all-reduce becomes a reduce-scatter + all-gather pair.
+    const double fwd = o.sequence_parallel
+                           ? 2 * (CollectiveSeconds(hw, CollectiveKind::kAllGather, act, o.tp, o.tp) +
+                                  CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp))
+                           : 2 * CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
+    c.forward_s += fwd;
+    c.backward_input_s += fwd;
+    c.tp_comm_s = 2 * fwd;
+  }
+  c.forward_s *= o.compute_scale;
+  c.backward_input_s *= o.compute_scale;
+  c.backward_weight_s *= o.compute_scale;
+  return c;
+}
+
+ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o) {
+  const double t = o.tp, tokens = static_cast<double>(o.micro_batch) * m.seq;
+  ActionCost c;
+  const double n = m.vocab / t, k = m.hidden;
+  const double f = MatmulSeconds(hw, tokens, n, k), di = MatmulSeconds(hw, tokens, k, n),
+               dw = MatmulSeconds(hw, k, n, tokens);
+  // Cross-entropy over the (vocab-parallel) logits: fp32 softmax, read logits, write gradient.
+  const double ew = tokens * n * (hw.value_bytes + 4 + 4) / (hw.memory_bytes_per_s * hw.memory_efficiency);
+  c.forward_s = (f + ew) * o.compute_scale;
+  c.backward_input_s = (di + ew) * o.compute_scale;
+  c.backward_weight_s = dw * o.compute_scale;
+  c.matmul_s = f + di + dw;
+  c.elementwise_s = 2 * ew;
+  return c;
+}
+
+double OptimizerSeconds(const Hardware& hw, double params) {
+  // bf16: read fp32 master, m, v, gradient (4 x 4 B) and write master, m, v (3 x 4 B) and the
+  // bf16 compute copy (2 B); fp32: no separate copy.
+  const double bytes = hw.value_bytes == 2 ? 30.0 : 28.0;
+  return params * bytes / (hw.memory_bytes_per_s * hw.memory_efficiency);
+}
+
+}  // namespace planner
+}  // namespace zeropp

@@ -1,0 +1,71 @@
+// cost_model.h: seconds of every action of a training step, from the model's shapes and the
+// hardware description. Pure functions; no state.
+//
+// Compute: each GEMM costs 2*M*N*K / (peak * MatmulEfficiency(M, N, K)); its backward is two
+// GEMMs with their own shapes (input gradient = Bi, weight gradient = W). The attention core
+// runs at attention_efficiency (flash: masked blocks skipped, backward 2.5x forward; dense: the
+// whole s x s product, backward 2x). Element-wise work (norms, residuals, activations, dropout,
+// softmax) costs the bytes it moves over memory bandwidth; the constants below count passes.
+// Tensor parallelism (Megatron): per layer, 2 all-reduces of the b*s*h activation in forward and
+// 2 in backward (with sequence parallelism: all-gathers and reduce-scatters of the same total),
+// on the critical path, inside F and Bi.
+// Collectives: alpha-beta per algorithm over the group's link class: a group inside one node
+// uses the intra-node link; a group spanning nodes with g of its ranks per node gets
+// min(intra, inter_node_total * g / devices_per_node), every local rank being in a concurrent
+// group of its own (data-parallel layouts). Ring all-gather/reduce-scatter: (p-1) alpha +
+// (p-1)/p bytes/bus; all-reduce ring 2(p-1) alpha + 2(p-1)/p bytes/bus; tree 2 ceil(log2 p)
+// alpha + 2 bytes/bus (NCCL's double binary tree at full bus bandwidth).
+#pragma once
+
+#include "scheduler/planner/hardware.h"
+#include "scheduler/planner/model_shape.h"
+
+namespace zeropp {
+namespace planner {
+
+// Element-wise passes per layer forward, in values of the compute dtype moved (read + write),
+// set by hand from counting the kernels of models/gpt.h (two norms, two residual adds, two
+// dropouts, bias adds) and of the MLP activation; softmax passes only without flash attention.
+inline constexpr double kElementwisePassesHidden = 16;   // per b*s*h values
+inline constexpr double kElementwisePassesFfn = 4;       // per b*s*ffn values (GeLU; SwiGLU 6)
+inline constexpr double kElementwisePassesScores = 4;    // per b*heads*s*s values (dense attention)
+
+double MatmulEfficiency(const Hardware& hw, double m, double n, double k);
+double MatmulSeconds(const Hardware& hw, double m, double n, double k);
+
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
+// bytes: the whole (gathered / unreduced) buffer. ranks_per_node: how many of the group's ranks
+// share a node (>= ranks: all in one node). 0 when ranks <= 1.
+double CollectiveSeconds(const Hardware& hw, CollectiveKind kind, double bytes, int ranks, int ranks_per_node);
+// The group's per-rank bus bandwidth and per-hop latency, as used above.
+double BusBytesPerSecond(const Hardware& hw, int ranks, int ranks_per_node);
+double HopLatency(const Hardware& hw, int ranks, int ranks_per_node);
+
+struct ComputeOptions {
+  int tp = 1;
+  bool sequence_parallel = false;
+  int micro_batch = 1;
+  double compute_scale = 1;  // > 1 when ranks share compute units (CPU box)
+};
+
+// One micro-batch through one layer (or the LM head and loss), split as the simulator needs it.
+struct ActionCost {
+  double forward_s = 0;
+  double backward_input_s = 0;   // Bi: input gradients (+ element-wise backward, TP comm)
+  double backward_weight_s = 0;  // W: weight gradients
+  double matmul_s = 0;           // of the above, forward + backward
+  double attention_s = 0;
+  double elementwise_s = 0;
+  double tp_comm_s = 0;
+  double Backward() const { return backward_input_s + backward_weight_s; }
+};
+
+ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);
+ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);  // LM head + loss
+
+// AdamW over `params` parameters held by one rank: memory-bound, bytes per parameter for the
+// compute dtype (bf16: fp32 master, moments and gradient read, bf16 copy written).
+double OptimizerSeconds(const Hardware& hw, double params);
+
+}  // namespace planner
+}  // namespace zeropp

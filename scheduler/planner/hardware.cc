@@ -1,0 +1,122 @@
+#include "scheduler/planner/hardware.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  Reader(const json& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+
+  double Number(const std::string& path, double lo, double hi) const {
+    const json* v = Find(path);
+    if (v == nullptr) Fail(path, "missing", "a number in [" + Fmt(lo) + ", " + Fmt(hi) + "]");
+    if (!v->is_number()) Fail(path, v->dump(), "a number in [" + Fmt(lo) + ", " + Fmt(hi) + "]");
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi) Fail(path, v->dump(), "a number in [" + Fmt(lo) + ", " + Fmt(hi) + "]");
+    return x;
+  }
+  std::string String(const std::string& path, const std::string& fallback) const {
+    const json* v = Find(path);
+    if (v == nullptr) return fallback;
+    if (!v->is_string()) Fail(path, v->dump(), "a string");
+    return v->get<std::string>();
+  }
+  [[noreturn]] void Fail(const std::string& path, const std::string& got, const std::string& expected) const {
+    throw std::invalid_argument(origin_ + ": field '" + path + "': got " + got + ", expected " + expected);
+  }
+
+ private:
+  static std::string Fmt(double x) {
+    std::ostringstream o;
+    o << x;
+    return o.str();
+  }
+  const json* Find(const std::string& path) const {
+    const json* cur = &root_;
+    std::istringstream parts(path);
+    std::string part;
+    while (std::getline(parts, part, '.')) {
+      if (!cur->is_object() || !cur->contains(part)) return nullptr;
+      cur = &(*cur)[part];
+    }
+    return cur;
+  }
+  const json& root_;
+  std::string origin_;
+};
+
+LinkSpec ReadLink(const Reader& r, const std::string& key) {
+  LinkSpec l;
+  l.bytes_per_s = r.Number(key + ".bandwidth_gbps", 1e-6, 1e6) * 1e9;
+  l.latency_s = r.Number(key + ".latency_us", 0, 1e6) * 1e-6;
+  l.efficiency = r.Number(key + ".efficiency", 1e-3, 1);
+  return l;
+}
+
+}  // namespace
+
+Hardware ParseHardware(const std::string& json_text, const std::string& origin) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(origin + ": not valid JSON: " + e.what());
+  }
+  const Reader r(root, origin);
+  Hardware h;
+  h.name = r.String("name", origin);
+  h.source = r.String("source", "");
+  h.devices_per_node = static_cast<int>(r.Number("devices_per_node", 1, 1024));
+  h.shared_compute_units = static_cast<int>(r.Number("shared_compute_units", 0, 4096));
+  h.bf16_flops = r.Number("peak_tflops.bf16", 1e-6, 1e6) * 1e12;
+  h.fp32_flops = r.Number("peak_tflops.fp32", 1e-6, 1e6) * 1e12;
+  const std::string dtype = r.String("compute_dtype", "bf16");
+  if (dtype != "bf16" && dtype != "fp32") r.Fail("compute_dtype", "\"" + dtype + "\"", "\"bf16\" or \"fp32\"");
+  h.value_bytes = dtype == "bf16" ? 2 : 4;
+  h.matmul_max_efficiency = r.Number("matmul.max_efficiency", 1e-3, 1);
+  h.matmul_half_dim = r.Number("matmul.half_dim", 0, 1e6);
+  h.attention_efficiency = r.Number("attention_efficiency", 1e-3, 1);
+  h.memory_bytes = r.Number("memory.capacity_gb", 1e-3, 1e6) * 1e9;
+  h.memory_bytes_per_s = r.Number("memory.bandwidth_gbps", 1e-3, 1e6) * 1e9;
+  h.memory_efficiency = r.Number("memory.efficiency", 1e-3, 1);
+  h.reserved_bytes = r.Number("memory.reserved_gb", 0, 1e6) * 1e9;
+  h.intra = ReadLink(r, "intra_node");
+  h.inter = ReadLink(r, "inter_node");
+  h.allreduce_algorithm = r.String("allreduce_algorithm", "auto");
+  if (h.allreduce_algorithm != "ring" && h.allreduce_algorithm != "tree" && h.allreduce_algorithm != "auto") {
+    r.Fail("allreduce_algorithm", "\"" + h.allreduce_algorithm + "\"", "\"ring\", \"tree\" or \"auto\"");
+  }
+  h.host_bytes_per_s = r.Number("host.memory_bandwidth_gbps", 1e-3, 1e6) * 1e9;
+  h.pcie_bytes_per_s = r.Number("host.pcie_gbps", 1e-3, 1e6) * 1e9;
+  h.nvme_bytes_per_s = r.Number("host.nvme_gbps", 1e-3, 1e6) * 1e9;
+  return h;
+}
+
+Hardware LoadHardware(const std::string& path) {
+  std::ifstream in(path);
+  std::string resolved = path;
+  if (!in) {
+    resolved = "scheduler/planner/hardware/" + path + (path.find(".json") == std::string::npos ? ".json" : "");
+    in.open(resolved);
+  }
+  if (!in) {
+    throw std::invalid_argument("--hardware: '" + path +
+                                "' is neither a readable file nor a name under scheduler/planner/hardware/ "
+                                "(a100-80gb-ib200, a100-80gb-ib400, h100-80gb-ib400, cpu-local)");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseHardware(text.str(), resolved);
+}
+
+}  // namespace planner
+}  // namespace zeropp

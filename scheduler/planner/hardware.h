@@ -1,0 +1,62 @@
+// hardware.h: a machine kind as the planner sees it, read from a small JSON file (nlohmann).
+//
+// One file per machine kind (scheduler/planner/hardware/*.json). Every number is per device
+// unless its name says otherwise; bandwidths are bytes per second per direction. Fields:
+//   name, source                 what it is and where each number comes from
+//   devices_per_node             GPUs (or ranks) per node
+//   shared_compute_units         0 on GPUs; on a CPU box, the cores every local rank shares
+//   peak_tflops {bf16, fp32}     dense peak of one device
+//   compute_dtype                "bf16" (default: bf16 compute, fp32 master) or "fp32" (CPU)
+//   matmul {max_efficiency, half_dim}   achieved/peak of an (M,N,K) GEMM:
+//                                max_efficiency * prod over d in {M,N,K} of d/(d+half_dim)
+//   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
+//   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
+//                                reserved: runtime context + allocator slack, never usable
+//   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
+//   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together
+//   allreduce_algorithm          "ring", "tree" or "auto" (the faster of the two per call)
+//   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps}    for offload
+// Throws std::invalid_argument naming the file, the field, the value and what was expected.
+#pragma once
+
+#include <string>
+
+namespace zeropp {
+namespace planner {
+
+struct LinkSpec {
+  double bytes_per_s = 0;  // nominal, per direction
+  double latency_s = 0;    // per message hop
+  double efficiency = 1;   // achieved fraction of bytes_per_s for large messages
+  double Effective() const { return bytes_per_s * efficiency; }
+};
+
+struct Hardware {
+  std::string name;
+  std::string source;
+  int devices_per_node = 8;
+  int shared_compute_units = 0;
+  double bf16_flops = 0;  // per second
+  double fp32_flops = 0;
+  int value_bytes = 2;  // of the compute dtype: 2 for bf16, 4 for fp32
+  double ComputeFlops() const { return value_bytes == 2 ? bf16_flops : fp32_flops; }
+  double matmul_max_efficiency = 0.8;
+  double matmul_half_dim = 128;
+  double attention_efficiency = 0.5;
+  double memory_bytes = 0;
+  double memory_bytes_per_s = 0;
+  double memory_efficiency = 0.85;
+  double reserved_bytes = 0;
+  LinkSpec intra;
+  LinkSpec inter;  // per node
+  std::string allreduce_algorithm = "auto";
+  double host_bytes_per_s = 0;
+  double pcie_bytes_per_s = 0;
+  double nvme_bytes_per_s = 0;
+};
+
+Hardware ParseHardware(const std::string& json_text, const std::string& origin);
+Hardware LoadHardware(const std::string& path);  // a path, or a name under scheduler/planner/hardware/
+
+}  // namespace planner
+}  // namespace zeropp

@@ -1,0 +1,56 @@
+// layout.h: one way to lay a training step out on a cluster, for every design zeropp compares.
+//
+//   kZero3      ZeRO-3 / FSDP over all devices (pp = 1); zero = every device, or zero = a node's
+//               devices with dp replicas across nodes (hybrid sharding, HSDP)
+//   kZeroPP     ZeroPP: ZeRO-3 inside a stage (zero <= devices per node), pipeline across nodes
+//               in scheduling units of u micro-batches over v chunks, dp replicas (DP or ZeRO-1)
+//   kPipeFsdp   FSDP inside a pipeline: 1F1B / interleaved / ZB-H1 with every F and B gathering
+//               its chunk (ZeroPP with U = 1)
+//   k3D         Megatron-style: tp inside a node, pp stages, dp replicas; sequence parallelism
+//               and the distributed optimizer (ZeRO-1 over dp) as options; schedules 1F1B,
+//               interleaved (v chunks), ZB-H1
+// Rank order (innermost first): 3D tp, dp, pp (Megatron); ZeroPP and ZeRO-3 zero, pp, dp.
+// Devices = tp * zero * pp * dp. Micro-batches per step m = global_batch / (dp * zero * b).
+#pragma once
+
+#include <string>
+
+#include "scheduler/planner/model_shape.h"
+
+namespace zeropp {
+namespace planner {
+
+enum class Design { kZero3, kZeroPP, kPipeFsdp, k3D };
+const char* DesignName(Design d);
+
+struct Layout {
+  Design design = Design::k3D;
+  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved, zb-h1, zeropp, zero3
+  int tp = 1, pp = 1, dp = 1, zero = 1;
+  int v = 1;           // chunks per pipeline rank
+  int u = 0;           // micro-batches per scheduling unit (ZeroPP)
+  int micro_batch = 1;
+  bool sequence_parallel = false;
+  bool zero1 = false;  // optimizer state sharded over dp (Megatron's distributed optimizer)
+  bool recompute = false;  // full activation recomputation (ZeroPP: every chunk but the last)
+  int Devices() const { return tp * zero * pp * dp; }
+  int MicroBatches(int global_batch) const { return global_batch / (dp * zero * micro_batch); }
+  std::string Name() const;
+  // "" or why this layout cannot run the model with this batch on `devices` devices.
+  std::string Check(const ModelShape& m, int devices, int devices_per_node, int global_batch) const;
+};
+
+}  // namespace planner
+}  // namespace zeropp
+
+#include "scheduler/schedule.h"
+
+namespace zeropp {
+namespace planner {
+
+// The schedule IR of a layout with m micro-batches per step (3D: resident stages, no gathers).
+// Throws std::invalid_argument when the generator refuses the numbers.
+scheduler::Schedule BuildSchedule(const Layout& l, int m, int layers);
+
+}  // namespace planner
+}  // namespace zeropp

@@ -1,0 +1,118 @@
+#include "scheduler/planner/model_shape.h"
+
+#include <map>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+ModelShape Gpt(const std::string& name, int h, int l, int a, int vocab, int seq) {
+  ModelShape m;
+  m.name = name;
+  m.hidden = h;
+  m.layers = l;
+  m.heads = a;
+  m.kv_heads = a;
+  m.ffn = 4 * h;
+  m.vocab = vocab;
+  m.seq = seq;
+  m.tied_embedding = true;
+  return m;
+}
+
+ModelShape Llama(const std::string& name, int h, int l, int a, int kv, int ffn) {
+  ModelShape m;
+  m.name = name;
+  m.hidden = h;
+  m.layers = l;
+  m.heads = a;
+  m.kv_heads = kv;
+  m.ffn = ffn;
+  m.swiglu = true;
+  m.vocab = 32000;
+  m.seq = 4096;
+  return m;
+}
+
+const std::map<std::string, ModelShape>& Presets() {
+  static const auto* presets = new std::map<std::string, ModelShape>{
+      {"llama2-7b", Llama("llama2-7b", 4096, 32, 32, 32, 11008)},
+      {"llama2-13b", Llama("llama2-13b", 5120, 40, 40, 40, 13824)},
+      {"llama2-34b", Llama("llama2-34b", 8192, 48, 64, 8, 22016)},
+      {"llama2-70b", Llama("llama2-70b", 8192, 80, 64, 8, 28672)},
+      {"gpt3-175b", Gpt("gpt3-175b", 12288, 96, 96, 51200, 2048)},
+      {"gpt3-13b", Gpt("gpt3-13b", 5120, 40, 40, 51200, 2048)},
+      {"gpt3-6.7b", Gpt("gpt3-6.7b", 4096, 32, 32, 51200, 2048)},
+  };
+  return *presets;
+}
+
+}  // namespace
+
+double ModelShape::LayerParameters() const {
+  const double h = hidden, kv = static_cast<double>(kv_heads) * head_dim();
+  const double attn = h * (h + 2 * kv) + h * h;
+  const double mlp = (swiglu ? 3.0 : 2.0) * h * ffn;
+  const double biases = swiglu ? 0.0 : (h + 2 * kv) + h + ffn + h;  // GPT: qkv, proj, fc1, fc2 biases
+  const double norms = (swiglu ? 1.0 : 2.0) * 2 * h;               // RMSNorm weight / LayerNorm weight+bias
+  return attn + mlp + biases + norms;
+}
+
+double ModelShape::EmbeddingParameters() const {
+  const double h = hidden;
+  double e = static_cast<double>(vocab) * h;
+  if (!tied_embedding) e += static_cast<double>(vocab) * h;
+  if (!swiglu) e += static_cast<double>(seq) * h;  // learned positions (GPT)
+  e += (swiglu ? 1.0 : 2.0) * h;                   // final norm
+  return e;
+}
+
+double ModelShape::Parameters() const { return layers * LayerParameters() + EmbeddingParameters(); }
+
+double ModelShape::LayerMatmulFlopsPerToken() const {
+  const double h = hidden, kv = static_cast<double>(kv_heads) * head_dim();
+  return 2 * (h * (h + 2 * kv) + h * h + (swiglu ? 3.0 : 2.0) * h * ffn);
+}
+
+double ModelShape::AttentionFlopsPerToken() const { return 4.0 * seq * hidden; }
+
+double ModelShape::TrainFlopsPerToken() const {
+  return 3 * (layers * (LayerMatmulFlopsPerToken() + AttentionFlopsPerToken()) + 2.0 * vocab * hidden);
+}
+
+std::string ModelShape::Validate() const {
+  auto bad = [](const char* f, double v, const char* want) {
+    return absl::StrCat("model field '", f, "': got ", v, ", expected ", want);
+  };
+  if (hidden <= 0) return bad("hidden", hidden, "> 0");
+  if (layers <= 0) return bad("layers", layers, "> 0");
+  if (heads <= 0 || hidden % heads != 0) return bad("heads", heads, "> 0 and dividing hidden");
+  if (kv_heads <= 0 || heads % kv_heads != 0) return bad("kv_heads", kv_heads, "> 0 and dividing heads");
+  if (ffn <= 0) return bad("ffn", ffn, "> 0");
+  if (vocab <= 0) return bad("vocab", vocab, "> 0");
+  if (seq <= 0) return bad("seq", seq, "> 0");
+  return "";
+}
+
+ModelShape ModelPreset(const std::string& name) {
+  auto it = Presets().find(name);
+  if (it == Presets().end()) {
+    throw std::invalid_argument(absl::StrCat("--model: got '", name, "', expected one of: ",
+                                             absl::StrJoin(ModelPresetNames(), ", "),
+                                             " (or --hidden/--layers/--heads/--vocab/--seq)"));
+  }
+  return it->second;
+}
+
+std::vector<std::string> ModelPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& kv : Presets()) names.push_back(kv.first);
+  return names;
+}
+
+}  // namespace planner
+}  // namespace zeropp

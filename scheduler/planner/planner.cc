@@ -1,0 +1,151 @@
+#include "scheduler/planner/planner.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+std::vector<int> Divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i) {
+    if (n % i == 0) d.push_back(i);
+  }
+  return d;
+}
+
+bool Has(const std::vector<Design>& v, Design d) { return std::find(v.begin(), v.end(), d) != v.end(); }
+
+}  // namespace
+
+std::string CheckRequest(const PlanRequest& q) {
+  if (q.devices < 1) return absl::StrCat("--gpus: got ", q.devices, ", expected a whole number >= 1");
+  if (q.devices > 1 && q.devices > q.hardware.devices_per_node && q.devices % q.hardware.devices_per_node != 0) {
+    return absl::StrCat("--gpus: got ", q.devices, ", expected a multiple of the ", q.hardware.devices_per_node,
+                        " devices per node of ", q.hardware.name, " (or at most one node)");
+  }
+  if (q.global_batch < 1) return absl::StrCat("--global-batch: got ", q.global_batch, ", expected >= 1 sequences");
+  const std::string bad = q.model.Validate();
+  if (!bad.empty()) return bad;
+  return "";
+}
+
+std::vector<Layout> EnumerateLayouts(const PlanRequest& q) {
+  const int n = q.devices, g = std::min(q.hardware.devices_per_node, q.devices);
+  std::vector<Layout> out;
+  auto add = [&](const Layout& l) {
+    if (l.Check(q.model, n, q.hardware.devices_per_node, q.global_batch).empty()) out.push_back(l);
+  };
+  for (int b : q.micro_batches) {
+    if (Has(q.designs, Design::kZero3)) {
+      Layout l;
+      l.design = Design::kZero3;
+      l.schedule = "zero3";
+      l.micro_batch = b;
+      l.zero = n;
+      add(l);
+      if (n > g) {
+        l.zero = g;
+        l.dp = n / g;
+        add(l);
+      }
+    }
+    for (int z : Divisors(g)) {
+      if (z < 2 && n > 1) continue;
+      for (int pp : Divisors(n / z)) {
+        if (pp < 2) continue;
+        const int dp = n / (z * pp);
+        for (int zero1 = 0; zero1 <= (dp > 1 ? 1 : 0); ++zero1) {
+          if (Has(q.designs, Design::kZeroPP)) {
+            for (int v : q.chunks) {
+              const int m = q.global_batch / std::max(1, dp * z * b);
+              for (int u = 2; u <= m; u *= 2) {
+                Layout l;
+                l.design = Design::kZeroPP;
+                l.schedule = "zeropp";
+                l.pp = pp, l.zero = z, l.dp = dp, l.v = v, l.u = u, l.micro_batch = b, l.zero1 = zero1;
+                add(l);
+              }
+            }
+          }
+          if (Has(q.designs, Design::kPipeFsdp)) {
+            for (const char* sched : {"1f1b", "interleaved", "zb-h1"}) {
+              Layout l;
+              l.design = Design::kPipeFsdp;
+              l.schedule = sched;
+              l.pp = pp, l.zero = z, l.dp = dp, l.micro_batch = b, l.zero1 = zero1;
+              l.v = l.schedule == "interleaved" ? 2 : 1;
+              add(l);
+            }
+          }
+        }
+      }
+    }
+    if (Has(q.designs, Design::k3D)) {
+      for (int tp : Divisors(g)) {
+        for (int pp : Divisors(n / tp)) {
+          const int dp = n / (tp * pp);
+          for (const char* sched : {"1f1b", "interleaved", "zb-h1"}) {
+            if (pp == 1 && std::string(sched) != "1f1b") continue;
+            for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+              for (int zero1 = 0; zero1 <= (dp > 1 ? 1 : 0); ++zero1) {
+                Layout l;
+                l.design = Design::k3D;
+                l.schedule = sched;
+                l.tp = tp, l.pp = pp, l.dp = dp, l.micro_batch = b, l.sequence_parallel = sp, l.zero1 = zero1;
+                l.v = l.schedule == "interleaved" ? 2 : 1;
+                add(l);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+PlanResult Plan(const PlanRequest& q) {
+  const std::string bad = CheckRequest(q);
+  if (!bad.empty()) throw std::invalid_argument(bad);
+  PlanResult res;
+  const double capacity = q.hardware.memory_bytes;
+  for (Layout l : EnumerateLayouts(q)) {
+    for (int rc = 0; rc <= 1; ++rc) {
+      l.recompute = rc;
+      MemoryBreakdown mem;
+      try {
+        mem = PredictMemory(q.model, l, q.hardware, q.global_batch);
+      } catch (const std::invalid_argument&) {
+        break;  // a generator refused these numbers (e.g. ZeroPP's unit constraints)
+      }
+      res.considered++;
+      if (res.smallest_memory == 0 || mem.Total() < res.smallest_memory) {
+        res.smallest_memory = mem.Total();
+        res.smallest_layout = l.Name();
+      }
+      if (mem.Total() > capacity) {
+        res.over_memory++;
+        continue;
+      }
+      res.fitting.push_back(Predict(q.model, l, q.hardware, q.global_batch));
+      break;  // fits without recompute: recomputing only adds time
+    }
+  }
+  std::sort(res.fitting.begin(), res.fitting.end(),
+            [](const Prediction& a, const Prediction& b) { return a.step_s < b.step_s; });
+  return res;
+}
+
+const Prediction* BestOf(const PlanResult& r, Design d) {
+  for (const Prediction& p : r.fitting) {
+    if (p.layout.design == d) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace planner
+}  // namespace zeropp

@@ -1,0 +1,156 @@
+#include "scheduler/planner/predictor.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "scheduler/planner/cost_model.h"
+#include "scheduler/validator.h"
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+// Ranks of the group per node when the group's members are `stride` ranks apart.
+int RanksPerNode(int group, int stride, int devices_per_node) {
+  return std::max(1, std::min(group, devices_per_node / std::max(1, stride)));
+}
+
+double ComputeScale(const Hardware& hw, int devices_on_box) {
+  return hw.shared_compute_units > 0 ? std::max(1.0, static_cast<double>(devices_on_box) / hw.shared_compute_units)
+                                     : 1.0;
+}
+
+// Step-end reduction across replicas and the optimizer, as (reduce seconds, optimizer seconds).
+std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const Hardware& hw) {
+  const int g = hw.devices_per_node;
+  double own = 0, grad_bytes_per_param = 0;
+  int stride = 1;
+  if (l.design == Design::k3D) {
+    own = StageParameters(m, l, 0) / l.tp;
+    for (int r = 1; r < l.pp; ++r) own = std::max(own, StageParameters(m, l, r) / l.tp);
+    grad_bytes_per_param = 4;  // fp32 main gradients
+    stride = l.tp;
+  } else {
+    for (int r = 0; r < l.pp; ++r) own = std::max(own, StageParameters(m, l, r) / l.zero);
+    grad_bytes_per_param = hw.value_bytes;
+    stride = l.zero * l.pp;
+  }
+  const int rpn = RanksPerNode(l.dp, stride, g);
+  double reduce = 0;
+  if (l.dp > 1) {
+    if (l.zero1) {
+      reduce = CollectiveSeconds(hw, CollectiveKind::kReduceScatter, own * grad_bytes_per_param, l.dp, rpn) +
+               CollectiveSeconds(hw, CollectiveKind::kAllGather, own * hw.value_bytes, l.dp, rpn);
+    } else {
+      reduce = CollectiveSeconds(hw, CollectiveKind::kAllReduce, own * grad_bytes_per_param, l.dp, rpn);
+    }
+  }
+  const double optim = OptimizerSeconds(hw, own / (l.zero1 ? l.dp : 1));
+  return {reduce, optim};
+}
+
+}  // namespace
+
+std::string Prediction::Dominant() const {
+  const std::pair<double, const char*> parts[] = {
+      {compute_s - tp_comm_s, "compute"},
+      {tp_comm_s, "tensor-parallel communication"},
+      {idle_s, "idle in the pipeline (bubble, exposed gathers and transfers)"},
+      {dp_reduce_s, "gradient reduction across replicas"},
+      {optimizer_s, "optimizer"},
+  };
+  const auto* best = &parts[0];
+  for (const auto& p : parts) {
+    if (p.first > best->first) best = &p;
+  }
+  return best->second;
+}
+
+scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
+  const int g = hw.devices_per_node;
+  ComputeOptions co;
+  co.tp = l.tp;
+  co.sequence_parallel = l.sequence_parallel;
+  co.micro_batch = l.micro_batch;
+  co.compute_scale = ComputeScale(hw, devices_on_box);
+  const ActionCost layer = LayerCost(m, hw, co);
+  const ActionCost head = HeadCost(m, hw, co);
+  const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
+  scheduler::CostModel c;
+  c.forward_s = layers_per_stage * layer.forward_s;
+  c.backward_input_s = layers_per_stage * layer.backward_input_s;
+  c.backward_weight_s = layers_per_stage * layer.backward_weight_s;
+  c.backward_s = c.backward_input_s + c.backward_weight_s;
+  const int chunks = l.design == Design::kZero3 ? m.layers : l.pp * l.v;
+  c.virtual_stage_extra.assign(chunks, {});
+  c.virtual_stage_extra.back() = {head.forward_s, head.backward_input_s, head.backward_weight_s};
+  const double tokens = static_cast<double>(m.seq) * l.micro_batch;
+  c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
+  // Neighbouring stages are `stride` ranks apart.
+  const int stride = l.design == Design::k3D ? l.tp * l.dp : l.zero;
+  const bool same_node = stride * l.pp <= g;
+  c.inter = same_node ? scheduler::Link{hw.intra.latency_s, hw.intra.Effective()}
+                      : scheduler::Link{hw.inter.latency_s, hw.inter.Effective() / g};
+  if (l.design != Design::k3D) {
+    double stage = 0;
+    for (int r = 0; r < l.pp; ++r) stage = std::max(stage, StageParameters(m, l, r));
+    c.stage_param_bytes = stage * hw.value_bytes;
+    c.zero = l.zero;
+    const int rpn = RanksPerNode(l.zero, 1, g);
+    c.intra = {(l.zero - 1) * HopLatency(hw, l.zero, rpn), BusBytesPerSecond(hw, l.zero, rpn)};
+    // On a CPU box the gathered bytes are also copied into the unsharded buffer; NCCL writes
+    // them in place on a GPU.
+    if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
+  }
+  const auto tail = StepTail(m, l, hw);
+  c.optimizer_s = tail.first + tail.second;
+  return c;
+}
+
+MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
+  const std::string why = l.Check(m, l.Devices(), hw.devices_per_node, global_batch);
+  if (!why.empty()) throw std::invalid_argument(l.Name() + ": " + why);
+  const scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m.layers);
+  const scheduler::ValidationReport rep = scheduler::Validate(s);
+  if (!rep.ok) throw std::invalid_argument(l.Name() + ": " + rep.error);
+  return EstimateMemory(m, l, hw, rep);
+}
+
+Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
+  const std::string why = l.Check(m, l.Devices(), hw.devices_per_node, global_batch);
+  if (!why.empty()) throw std::invalid_argument(l.Name() + ": " + why);
+  const scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m.layers);
+  const scheduler::ValidationReport rep = scheduler::Validate(s);
+  if (!rep.ok) throw std::invalid_argument(l.Name() + ": " + rep.error);
+  const scheduler::CostModel c = BuildCostModel(m, l, hw, l.Devices());
+  scheduler::SimResult r = scheduler::Simulate(s, c);
+  Prediction p;
+  p.layout = l;
+  p.step_s = r.step_s;
+  p.tokens_per_s = static_cast<double>(global_batch) * m.seq / r.step_s;
+  p.mfu = p.tokens_per_s * m.TrainFlopsPerToken() / (l.Devices() * hw.ComputeFlops());
+  p.compute_s = *std::max_element(r.busy_s.begin(), r.busy_s.end());
+  ComputeOptions co;
+  co.tp = l.tp;
+  co.sequence_parallel = l.sequence_parallel;
+  co.micro_batch = l.micro_batch;
+  co.compute_scale = ComputeScale(hw, l.Devices());
+  const ActionCost layer = LayerCost(m, hw, co);
+  const double layer_total = layer.forward_s + layer.Backward();
+  const double busy_layers = layer_total > 0 ? p.compute_s / layer_total : 0;
+  p.tp_comm_s = layer.tp_comm_s * busy_layers;
+  const auto tail = StepTail(m, l, hw);
+  p.dp_reduce_s = tail.first;
+  p.optimizer_s = tail.second;
+  p.idle_s = std::max(0.0, r.step_s - c.optimizer_s - p.compute_s);
+  p.gather_bytes = r.gather_bytes_per_rank;
+  p.reduce_bytes = r.reduce_bytes_per_rank;
+  p.p2p_bytes = r.p2p_bytes_per_rank;
+  p.memory = EstimateMemory(m, l, hw, rep);
+  return p;
+}
+
+}  // namespace planner
+}  // namespace zeropp

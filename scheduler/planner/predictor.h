@@ -1,0 +1,47 @@
+// predictor.h: predicts one layout's training step: the layout's schedule IR replayed by the
+// simulator on costs from cost_model.h, and its memory from memory_model.h.
+//
+// Link classes come from the rank order (layout.h): gathers and reduce-scatters over the zero
+// group, activations between stages over the inter-node link when neighbouring stages sit on
+// different nodes, the step-end reduction over the dp group. Overlap is the executor's: gathers,
+// reduce-scatters and sends run on their own streams beside compute; tensor-parallel collectives
+// and the step-end reduction (3D: gradient all-reduce, or reduce-scatter + all-gather with the
+// distributed optimizer; ZeRO: the shards across replicas) are not overlapped.
+//   Prediction p = Predict(ModelPreset("llama2-7b"), layout, LoadHardware("h100-80gb-ib400x8"), 512);
+#pragma once
+
+#include <string>
+
+#include "scheduler/planner/hardware.h"
+#include "scheduler/planner/layout.h"
+#include "scheduler/planner/memory_model.h"
+#include "scheduler/planner/model_shape.h"
+#include "scheduler/simulator.h"
+
+namespace zeropp {
+namespace planner {
+
+struct Prediction {
+  Layout layout;
+  double step_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  // Where the step goes, on the busiest pipeline rank: compute (of which TP communication),
+  // idle time inside the pipelined part (bubble + exposed gathers and transfers), the step-end
+  // reduction across replicas and the optimizer.
+  double compute_s = 0, tp_comm_s = 0, idle_s = 0, dp_reduce_s = 0, optimizer_s = 0;
+  double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;  // per rank per step
+  MemoryBreakdown memory;
+  std::string Dominant() const;  // the largest of the parts above, named
+};
+
+// The simulator's cost model of a layout (exposed for tests and the local validation).
+scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box);
+
+// Throws std::invalid_argument if the layout does not Check() or its schedule does not validate.
+Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
+// Memory only (estimate-memory): same schedule, no simulation.
+MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
+
+}  // namespace planner
+}  // namespace zeropp

@@ -1,0 +1,308 @@
+// plan: which layout is fastest within memory, for a model, a global batch and a cluster.
+//
+//   ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64 \
+//       [--top 15] [--designs zero3,zeropp,pipe-fsdp,3d] [--plot out.png] [--csv out.csv]
+//   ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400 \
+//       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
+//   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp \
+//       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] ...
+// Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
+// flags after --model override the preset. Every layout of every design is enumerated, those
+// over the device memory dropped, the rest simulated (scheduler/planner) and ranked.
+// Bad input: one line naming the flag, the value and what was expected; exit 2.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "scheduler/planner/planner.h"
+
+namespace {
+
+using namespace zeropp::planner;
+
+struct Flags {
+  std::map<std::string, std::string> v;
+  std::set<std::string> given;
+  bool Has(const std::string& k) const { return given.count(k) > 0; }
+  const std::string& Str(const std::string& k) const { return v.at(k); }
+  long Int(const std::string& k, long lo, long hi) const {
+    const std::string& s = v.at(k);
+    char* end = nullptr;
+    const long x = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || x < lo || x > hi) {
+      throw std::invalid_argument(absl::StrCat("--", k, ": got '", s, "', expected a whole number in [", lo, ", ", hi, "]"));
+    }
+    return x;
+  }
+  std::vector<double> List(const std::string& k) const {
+    std::vector<double> out;
+    for (const auto& part : absl::StrSplit(v.at(k), ',')) {
+      std::string p(part);
+      char* end = nullptr;
+      const double x = std::strtod(p.c_str(), &end);
+      if (p.empty() || *end != '\0' || !std::isfinite(x) || x <= 0) {
+        throw std::invalid_argument(absl::StrCat("--", k, ": got '", v.at(k), "', expected numbers > 0 separated by commas"));
+      }
+      out.push_back(x);
+    }
+    return out;
+  }
+};
+
+const std::set<std::string> kBool = {"sweep", "sp", "zero1", "recompute", "swiglu", "estimate-memory", "no-flash"};
+
+Flags Parse(int argc, char** argv) {
+  Flags f;
+  f.v = {{"model", "llama2-7b"}, {"hidden", ""}, {"layers", ""}, {"heads", ""}, {"kv-heads", ""}, {"ffn", ""},
+         {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
+         {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
+         {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"design", "zeropp"}, {"schedule", ""},
+         {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
+  for (const auto& b : kBool) f.v[b] = "0";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    const std::string k = a.rfind("--", 0) == 0 ? a.substr(2) : "";
+    if (k.empty() || !f.v.count(k)) {
+      std::vector<std::string> names;
+      for (const auto& kv : f.v) names.push_back("--" + kv.first);
+      throw std::invalid_argument(absl::StrCat("unknown argument '", a, "'; expected one of ", absl::StrJoin(names, " ")));
+    }
+    f.given.insert(k);
+    if (kBool.count(k)) {
+      f.v[k] = "1";
+      continue;
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(absl::StrCat("--", k, ": missing its value"));
+    f.v[k] = argv[++i];
+  }
+  return f;
+}
+
+ModelShape ModelFrom(const Flags& f) {
+  const bool explicit_shape = f.Has("hidden") || f.Has("layers") || f.Has("heads");
+  ModelShape m;
+  if (explicit_shape && !f.Has("model")) {
+    for (const char* k : {"hidden", "layers", "heads", "vocab", "seq"}) {
+      if (!f.Has(k)) throw std::invalid_argument(absl::StrCat("--", k, ": missing; a model without --model needs --hidden --layers --heads --vocab --seq"));
+    }
+    m.name = "custom";
+    m.tied_embedding = !f.Has("swiglu");
+  } else {
+    m = ModelPreset(f.Str("model"));
+  }
+  if (f.Has("hidden")) m.hidden = static_cast<int>(f.Int("hidden", 1, 1 << 20));
+  if (f.Has("layers")) m.layers = static_cast<int>(f.Int("layers", 1, 100000));
+  if (f.Has("heads")) m.heads = static_cast<int>(f.Int("heads", 1, 1 << 16));
+  m.kv_heads = f.Has("kv-heads") ? static_cast<int>(f.Int("kv-heads", 1, 1 << 16)) : (explicit_shape && !f.Has("model") ? m.heads : m.kv_heads);
+  if (f.Has("ffn")) m.ffn = static_cast<int>(f.Int("ffn", 1, 1 << 22));
+  else if (m.ffn == 0) m.ffn = 4 * m.hidden;
+  if (f.Has("vocab")) m.vocab = static_cast<int>(f.Int("vocab", 1, 1 << 24));
+  if (f.Has("seq")) m.seq = static_cast<int>(f.Int("seq", 1, 1 << 22));
+  if (f.Has("swiglu")) m.swiglu = true;
+  if (f.Has("no-flash")) m.flash_attention = false;
+  const std::string bad = m.Validate();
+  if (!bad.empty()) throw std::invalid_argument(bad);
+  return m;
+}
+
+std::vector<Design> DesignsFrom(const std::string& s) {
+  std::vector<Design> out;
+  for (const auto& part : absl::StrSplit(s, ',')) {
+    bool found = false;
+    for (Design d : {Design::kZero3, Design::kZeroPP, Design::kPipeFsdp, Design::k3D}) {
+      if (part == DesignName(d)) out.push_back(d), found = true;
+    }
+    if (!found) throw std::invalid_argument(absl::StrCat("--designs: got '", std::string(part), "', expected zero3, zeropp, pipe-fsdp or 3d"));
+  }
+  return out;
+}
+
+PlanRequest RequestFrom(const Flags& f) {
+  PlanRequest q;
+  q.model = ModelFrom(f);
+  q.hardware = LoadHardware(f.Str("hardware"));
+  q.devices = static_cast<int>(f.Int("gpus", 0, 1 << 20));
+  q.global_batch = static_cast<int>(f.Int("global-batch", 1, 1 << 24));
+  q.designs = DesignsFrom(f.Str("designs"));
+  const std::string bad = CheckRequest(q);
+  if (!bad.empty()) throw std::invalid_argument(bad);
+  return q;
+}
+
+void PrintPrediction(int rank, const Prediction& p) {
+  const MemoryBreakdown& m = p.memory;
+  std::printf("%4d  %-44s %8.3f %10.0f %6.1f%%  %6.1f = %5.1f %5.1f %5.1f %5.1f  %s\n", rank, p.layout.Name().c_str(),
+              p.step_s, p.tokens_per_s, 100 * p.mfu, m.Total() / 1e9, m.ModelState() / 1e9, m.unsharded / 1e9,
+              m.activations / 1e9, (m.working + m.reserved) / 1e9, p.Dominant().c_str());
+}
+
+std::string Why(const Prediction& p) {
+  const double s = p.step_s;
+  return absl::StrCat(p.layout.Name(), ": step ", absl::StrFormat("%.3f", s), " s = compute ",
+                      absl::StrFormat("%.0f%%", 100 * (p.compute_s - p.tp_comm_s) / s), " + TP comm ",
+                      absl::StrFormat("%.0f%%", 100 * p.tp_comm_s / s), " + idle ",
+                      absl::StrFormat("%.0f%%", 100 * p.idle_s / s), " + cross-replica reduction ",
+                      absl::StrFormat("%.0f%%", 100 * p.dp_reduce_s / s), " + optimizer ",
+                      absl::StrFormat("%.0f%%", 100 * p.optimizer_s / s), "; dominated by ", p.Dominant());
+}
+
+int RunPlan(const Flags& f) {
+  PlanRequest q = RequestFrom(f);
+  const int top = static_cast<int>(f.Int("top", 1, 100000));
+  PlanResult r = Plan(q);
+  std::printf("plan: %s (%.2fB parameters, seq %d) on %d x %s, global batch %d sequences (%.2fM tokens)\n",
+              q.model.name.c_str(), q.model.Parameters() / 1e9, q.model.seq, q.devices, q.hardware.name.c_str(),
+              q.global_batch, q.global_batch * static_cast<double>(q.model.seq) / 1e6);
+  std::printf("layouts: %d considered, %d over %.0f GB, %zu fit\n", r.considered, r.over_memory,
+              q.hardware.memory_bytes / 1e9, r.fitting.size());
+  if (r.fitting.empty()) {
+    std::fprintf(stderr,
+                 "plan: no layout fits %s on %d x %s: the smallest needs %.1f GB per device (%s), the device has "
+                 "%.1f GB\n",
+                 q.model.name.c_str(), q.devices, q.hardware.name.c_str(), r.smallest_memory / 1e9,
+                 r.smallest_layout.c_str(), q.hardware.memory_bytes / 1e9);
+    return 3;
+  }
+  std::printf("rank  %-44s %8s %10s %7s  %6s   %5s %5s %5s %5s  %s\n", "layout", "step_s", "tokens/s", "MFU", "mem_GB",
+              "state", "unsh", "act", "other", "dominant cost");
+  for (int i = 0; i < static_cast<int>(r.fitting.size()) && i < top; ++i) PrintPrediction(i + 1, r.fitting[i]);
+  std::printf("\nbest of each design:\n");
+  for (Design d : q.designs) {
+    const Prediction* p = BestOf(r, d);
+    if (p == nullptr) {
+      std::printf("  %-9s none fits\n", DesignName(d));
+      continue;
+    }
+    std::printf("  %-9s %s\n", DesignName(d), Why(*p).c_str());
+  }
+  std::printf("\nwinner: %s\n", Why(r.fitting[0]).c_str());
+  const Prediction* zpp = BestOf(r, Design::kZeroPP);
+  const Prediction* d3 = BestOf(r, Design::k3D);
+  if (zpp && d3) {
+    const Layout& l = zpp->layout;
+    std::printf("best ZeroPP / best 3D tokens/s: %.3f (ZeroPP's 2*s*U*b/(9*h) = %.2f; > 1 is the paper's condition)\n",
+                zpp->tokens_per_s / d3->tokens_per_s, 2.0 * q.model.seq * l.u * l.micro_batch / (9.0 * q.model.hidden));
+  }
+  const std::string csv = f.Str("csv").empty() && !f.Str("plot").empty() ? f.Str("plot") + ".csv" : f.Str("csv");
+  if (!csv.empty()) {
+    std::ofstream out(csv);
+    if (!out) throw std::invalid_argument("--csv: cannot write '" + csv + "'");
+    out << "rank,layout,design,step_s,tokens_per_s,mfu,mem_gb,compute_s,tp_comm_s,idle_s,dp_reduce_s,optimizer_s\n";
+    for (size_t i = 0; i < r.fitting.size(); ++i) {
+      const Prediction& p = r.fitting[i];
+      out << i + 1 << "," << p.layout.Name() << "," << DesignName(p.layout.design) << "," << p.step_s << ","
+          << p.tokens_per_s << "," << p.mfu << "," << p.memory.Total() / 1e9 << "," << p.compute_s << ","
+          << p.tp_comm_s << "," << p.idle_s << "," << p.dp_reduce_s << "," << p.optimizer_s << "\n";
+    }
+    std::printf("csv: %s\n", csv.c_str());
+  }
+  return 0;
+}
+
+int RunSweep(const Flags& f) {
+  PlanRequest base = RequestFrom(f);
+  const std::vector<double> seqs = f.List("seqs"), gbps = f.List("inter-gbps");
+  const std::string csv = f.Str("csv").empty() ? (f.Str("plot").empty() ? "" : f.Str("plot") + ".csv") : f.Str("csv");
+  std::ofstream out;
+  if (!csv.empty()) {
+    out.open(csv);
+    if (!out) throw std::invalid_argument("--csv: cannot write '" + csv + "'");
+    out << "model,hidden,seq,inter_gbps,micro_batch,zeropp_layout,zeropp_u,zeropp_tokens_per_s,d3_layout,"
+           "d3_tokens_per_s,ratio,condition\n";
+  }
+  std::printf("sweep: %s on %d x %s (inter-node bandwidth per node varied), global batch %d\n",
+              base.model.name.c_str(), base.devices, base.hardware.name.c_str(), base.global_batch);
+  std::printf("%6s %8s  %-40s %10s  %-40s %10s %7s %9s\n", "seq", "IB_GB/s", "best ZeroPP", "tok/s", "best 3D", "tok/s",
+              "ratio", "2sUb/9h");
+  for (double s : seqs) {
+    for (double g : gbps) {
+      PlanRequest q = base;
+      q.model.seq = static_cast<int>(s);
+      // Same tokens per step at every sequence length.
+      q.global_batch = std::max(1, static_cast<int>(base.global_batch * static_cast<double>(base.model.seq) / s));
+      q.hardware.inter.bytes_per_s = g * 1e9;
+      q.designs = {Design::kZeroPP, Design::k3D};
+      PlanResult r = Plan(q);
+      const Prediction* z = BestOf(r, Design::kZeroPP);
+      const Prediction* d = BestOf(r, Design::k3D);
+      const double ratio = z && d ? z->tokens_per_s / d->tokens_per_s : 0;
+      const double cond = z ? 2.0 * s * z->layout.u * z->layout.micro_batch / (9.0 * q.model.hidden) : 0;
+      std::printf("%6.0f %8.0f  %-40s %10.0f  %-40s %10.0f %7.3f %9.2f\n", s, g, z ? z->layout.Name().c_str() : "none",
+                  z ? z->tokens_per_s : 0, d ? d->layout.Name().c_str() : "none", d ? d->tokens_per_s : 0, ratio, cond);
+      if (out.is_open()) {
+        out << q.model.name << "," << q.model.hidden << "," << s << "," << g << "," << (z ? z->layout.micro_batch : 0)
+            << "," << (z ? z->layout.Name() : "") << "," << (z ? z->layout.u : 0) << "," << (z ? z->tokens_per_s : 0)
+            << "," << (d ? d->layout.Name() : "") << "," << (d ? d->tokens_per_s : 0) << "," << ratio << "," << cond
+            << "\n";
+      }
+    }
+  }
+  if (!csv.empty()) std::printf("csv: %s\n", csv.c_str());
+  return 0;
+}
+
+int RunEstimateMemory(const Flags& f) {
+  PlanRequest q = RequestFrom(f);
+  Layout l;
+  const std::string d = f.Str("design");
+  l.design = d == "zero3" ? Design::kZero3 : d == "zeropp" ? Design::kZeroPP : d == "pipe-fsdp" ? Design::kPipeFsdp
+             : d == "3d" ? Design::k3D : throw std::invalid_argument("--design: got '" + d + "', expected zero3, zeropp, pipe-fsdp or 3d");
+  l.tp = static_cast<int>(f.Int("tp", 1, 1 << 16));
+  l.pp = static_cast<int>(f.Int("pp", 1, 1 << 16));
+  l.dp = static_cast<int>(f.Int("dp", 1, 1 << 20));
+  l.zero = static_cast<int>(f.Int("zero", 1, 1 << 20));
+  l.v = static_cast<int>(f.Int("v", 1, 64));
+  l.u = static_cast<int>(f.Int("u", 0, 1 << 20));
+  l.micro_batch = static_cast<int>(f.Int("micro-batch", 1, 1 << 20));
+  l.sequence_parallel = f.Has("sp");
+  l.zero1 = f.Has("zero1");
+  l.recompute = f.Has("recompute");
+  l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
+  const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);
+  if (!why.empty()) throw std::invalid_argument("layout " + l.Name() + ": " + why);
+  const MemoryBreakdown m = PredictMemory(q.model, l, q.hardware, q.global_batch);
+  std::printf("estimate-memory: %s, %s on %d x %s, global batch %d\n", l.Name().c_str(), q.model.name.c_str(),
+              q.devices, q.hardware.name.c_str(), q.global_batch);
+  std::printf("per rank: %s\n", m.ToString().c_str());
+  std::printf("%s: %.1f of %.1f GB\n", m.Total() <= q.hardware.memory_bytes ? "fits" : "DOES NOT FIT",
+              m.Total() / 1e9, q.hardware.memory_bytes / 1e9);
+  return m.Total() <= q.hardware.memory_bytes ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Flags f = Parse(argc, argv);
+    int rc;
+    if (f.Has("estimate-memory")) {
+      rc = RunEstimateMemory(f);
+    } else if (f.Has("sweep")) {
+      rc = RunSweep(f);
+    } else {
+      rc = RunPlan(f);
+    }
+    if (rc == 0 && !f.Str("plot").empty()) {
+      const std::string csv = f.Str("csv").empty() ? f.Str("plot") + ".csv" : f.Str("csv");
+      const std::string cmd = absl::StrCat("python3 tools/plan_plot.py ", f.Has("sweep") ? "sweep " : "rank ", csv, " ",
+                                           f.Str("plot"));
+      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("--plot: '" + cmd + "' failed");
+      std::printf("plot: %s\n", f.Str("plot").c_str());
+    }
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "plan: %s\n", e.what());
+    return 2;
+  }
+}
