@@ -56,7 +56,7 @@ int Main(int argc, char** argv) {
   for (int i = 0; i < n; ++i) all[i] = i;
   Communicator native("native", env.rank, all,
                       c10::make_intrusive<c10d::PrefixStore>("bench/native/comm", groups->store()),
-                      MakeBackend("cpu", c10::make_intrusive<c10d::PrefixStore>("bench/native/pg", groups->store()),
+                      MakeBackend("gloo", c10::make_intrusive<c10d::PrefixStore>("bench/native/pg", groups->store()),
                                   env.rank, n, opts.comm.timeout),
                       native_opts);
   const bool lead = env.rank == 0;

@@ -60,7 +60,8 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep", "sp", "zero1", "recompute", "swiglu", "estimate-memory", "no-flash"};
+const std::set<std::string> kBool = {"sweep", "sp", "zero1", "recompute", "swiglu", "estimate-memory", "no-flash",
+                                     "predict"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;
@@ -68,7 +69,7 @@ Flags Parse(int argc, char** argv) {
          {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"design", "zeropp"}, {"schedule", ""},
-         {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
+         {"devices-per-node", "0"}, {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -132,6 +133,10 @@ PlanRequest RequestFrom(const Flags& f) {
   PlanRequest q;
   q.model = ModelFrom(f);
   q.hardware = LoadHardware(f.Str("hardware"));
+  // Overrides for one run (--predict, validation on a differently wired box): the node size and
+  // the inter-node bandwidth per node.
+  if (f.Has("devices-per-node")) q.hardware.devices_per_node = static_cast<int>(f.Int("devices-per-node", 1, 4096));
+  if (f.Has("inter-gbps") && !f.Has("sweep")) q.hardware.inter.bytes_per_s = f.List("inter-gbps").front() * 1e9;
   q.devices = static_cast<int>(f.Int("gpus", 0, 1 << 20));
   q.global_batch = static_cast<int>(f.Int("global-batch", 1, 1 << 24));
   q.designs = DesignsFrom(f.Str("designs"));
@@ -252,8 +257,7 @@ int RunSweep(const Flags& f) {
   return 0;
 }
 
-int RunEstimateMemory(const Flags& f) {
-  PlanRequest q = RequestFrom(f);
+Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   Layout l;
   const std::string d = f.Str("design");
   l.design = d == "zero3" ? Design::kZero3 : d == "zeropp" ? Design::kZeroPP : d == "pipe-fsdp" ? Design::kPipeFsdp
@@ -271,6 +275,26 @@ int RunEstimateMemory(const Flags& f) {
   l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
   const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);
   if (!why.empty()) throw std::invalid_argument("layout " + l.Name() + ": " + why);
+  return l;
+}
+
+// One layout's prediction as one machine-readable line (the local validation reads it).
+int RunPredict(const Flags& f) {
+  const PlanRequest q = RequestFrom(f);
+  const Layout l = LayoutFrom(f, q);
+  const Prediction p = Predict(q.model, l, q.hardware, q.global_batch);
+  std::printf("PREDICT layout=%s step_s=%.6f tokens_per_s=%.1f mfu=%.4f mem_mb=%.2f model_state_mb=%.2f "
+              "unsharded_mb=%.2f activations_mb=%.2f working_mb=%.2f reserved_mb=%.2f compute_s=%.6f idle_s=%.6f "
+              "gather_B=%.0f reduce_B=%.0f p2p_B=%.0f\n",
+              l.Name().c_str(), p.step_s, p.tokens_per_s, p.mfu, p.memory.Total() / 1e6, p.memory.ModelState() / 1e6,
+              p.memory.unsharded / 1e6, p.memory.activations / 1e6, p.memory.working / 1e6, p.memory.reserved / 1e6,
+              p.compute_s, p.idle_s, p.gather_bytes, p.reduce_bytes, p.p2p_bytes);
+  return 0;
+}
+
+int RunEstimateMemory(const Flags& f) {
+  const PlanRequest q = RequestFrom(f);
+  const Layout l = LayoutFrom(f, q);
   const MemoryBreakdown m = PredictMemory(q.model, l, q.hardware, q.global_batch);
   std::printf("estimate-memory: %s, %s on %d x %s, global batch %d\n", l.Name().c_str(), q.model.name.c_str(),
               q.devices, q.hardware.name.c_str(), q.global_batch);
@@ -286,7 +310,9 @@ int main(int argc, char** argv) {
   try {
     Flags f = Parse(argc, argv);
     int rc;
-    if (f.Has("estimate-memory")) {
+    if (f.Has("predict")) {
+      rc = RunPredict(f);
+    } else if (f.Has("estimate-memory")) {
       rc = RunEstimateMemory(f);
     } else if (f.Has("sweep")) {
       rc = RunSweep(f);

@@ -24,6 +24,7 @@ class Reader {
     if (!std::isfinite(x) || x < lo || x > hi) Fail(path, v->dump(), "a number in [" + Fmt(lo) + ", " + Fmt(hi) + "]");
     return x;
   }
+  bool Has(const std::string& path) const { return Find(path) != nullptr; }
   std::string String(const std::string& path, const std::string& fallback) const {
     const json* v = Find(path);
     if (v == nullptr) return fallback;
@@ -85,6 +86,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.matmul_max_efficiency = r.Number("matmul.max_efficiency", 1e-3, 1);
   h.matmul_half_dim = r.Number("matmul.half_dim", 0, 1e6);
   h.attention_efficiency = r.Number("attention_efficiency", 1e-3, 1);
+  h.compute_overhead = r.Has("compute_overhead") ? r.Number("compute_overhead", 0.1, 100) : 1.0;
   h.memory_bytes = r.Number("memory.capacity_gb", 1e-3, 1e6) * 1e9;
   h.memory_bytes_per_s = r.Number("memory.bandwidth_gbps", 1e-3, 1e6) * 1e9;
   h.memory_efficiency = r.Number("memory.efficiency", 1e-3, 1);

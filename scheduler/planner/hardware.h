@@ -10,6 +10,9 @@
 //   matmul {max_efficiency, half_dim}   achieved/peak of an (M,N,K) GEMM:
 //                                max_efficiency * prod over d in {M,N,K} of d/(d+half_dim)
 //   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
+//   compute_overhead             optional, default 1: factor on every compute time. Measured on a
+//                                CPU box by ./zpp calibrate (a 1-rank run's step over the cost
+//                                model's: eager-mode overhead shapes cannot see); 1 on GPUs
 //   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
 //                                reserved: runtime context + allocator slack, never usable
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
@@ -43,6 +46,7 @@ struct Hardware {
   double matmul_max_efficiency = 0.8;
   double matmul_half_dim = 128;
   double attention_efficiency = 0.5;
+  double compute_overhead = 1;
   double memory_bytes = 0;
   double memory_bytes_per_s = 0;
   double memory_efficiency = 0.85;

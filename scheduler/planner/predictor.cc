@@ -18,8 +18,9 @@ int RanksPerNode(int group, int stride, int devices_per_node) {
 }
 
 double ComputeScale(const Hardware& hw, int devices_on_box) {
-  return hw.shared_compute_units > 0 ? std::max(1.0, static_cast<double>(devices_on_box) / hw.shared_compute_units)
-                                     : 1.0;
+  const double share =
+      hw.shared_compute_units > 0 ? std::max(1.0, static_cast<double>(devices_on_box) / hw.shared_compute_units) : 1.0;
+  return share * hw.compute_overhead;
 }
 
 // Step-end reduction across replicas and the optimizer, as (reduce seconds, optimizer seconds).

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""planner_local.py: the planner's predictions beside the measurements taken on this machine.
+
+Reads the newest committed results of `./zpp bench zeropp-vs-3d` (both link shapings) and
+`./zpp bench pipeline` (pp=4 and pp=2), predicts every layout with bazel-bin/tools/plan --predict
+on the calibrated description (scheduler/planner/hardware/cpu-local.json, from ./zpp calibrate,
+which never looks at these runs), and prints prediction/measurement per layout; RESULT lines
+give the share within 10% and the mean error, for step time and (zeropp-vs-3d) peak memory.
+"""
+import glob
+import re
+import subprocess
+import sys
+
+PLAN = "bazel-bin/tools/plan"
+HW = "scheduler/planner/hardware/cpu-local.json"
+
+
+def newest(pattern):
+    files = sorted(glob.glob(pattern))
+    if not files:
+        sys.exit(f"planner_local: no file matches {pattern}; run the benchmark first")
+    return files[-1]
+
+
+def predict(args):
+    out = subprocess.run([PLAN, "--predict", "--hardware", HW] + args, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"planner_local: plan {' '.join(args)}: {out.stderr.strip()}")
+    return {k: v for k, v in re.findall(r"(\w+)=(\S+)", out.stdout)}
+
+
+def idle_rss_mb():
+    import json
+    return json.load(open(HW))["idle_rss_mb"]
+
+
+def intra_gbps():
+    import json
+    return json.load(open(HW))["intra_node"]["bandwidth_gbps"]
+
+
+VS3D = {  # bench row -> planner layout flags (global batch 32, 8 micro-batches)
+    "zero3_z4": "--design zero3 --zero 4 --micro-batch 1",
+    "fsdp_in_pp_1f1b_u1": "--design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --micro-batch 2",
+    "zeropp_pp2_z2_u2": "--design zeropp --pp 2 --zero 2 --v 2 --u 2 --micro-batch 2 --recompute",
+    "zeropp_pp2_z2_u4": "--design zeropp --pp 2 --zero 2 --v 2 --u 4 --micro-batch 2 --recompute",
+    "zeropp_pp2_z2_u8": "--design zeropp --pp 2 --zero 2 --v 2 --u 8 --micro-batch 2 --recompute",
+    "pp2_dp2": "--design 3d --pp 2 --dp 2 --micro-batch 2",
+    "pp2_dp2_zero1": "--design 3d --pp 2 --dp 2 --zero1 --micro-batch 2",
+    "3d_tp2_pp2": "--design 3d --tp 2 --pp 2 --micro-batch 4",
+    "3d_tp2_pp2_sp": "--design 3d --tp 2 --sp --pp 2 --micro-batch 4",
+    "3d_tp2_dp2": "--design 3d --tp 2 --dp 2 --micro-batch 2",
+    "3d_tp2_dp2_zero1": "--design 3d --tp 2 --dp 2 --zero1 --micro-batch 2",
+}
+# ZeroPP rows run the executor's default recomputation (every chunk but the last rank's last).
+PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 sequences)
+    "gpipe": "--design 3d --schedule gpipe",
+    "1f1b": "--design 3d --schedule 1f1b",
+    "interleaved": "--design 3d --schedule interleaved --v 2",
+    "zb-h1": "--design 3d --schedule zb-h1",
+    "zeropp-u4": "--design zeropp --v 2 --u 4 --recompute",
+    "zeropp-u8": "--design zeropp --v 2 --u 8 --recompute",
+}
+
+
+def main():
+    rows = []
+    vs = newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
+    gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
+    for line in open(vs):
+        f = line.split()
+        if len(f) < 6 or f[0] not in VS3D or f[1] not in ("shaped", "unshaped"):
+            continue
+        extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps())]
+        p = predict(gpt + VS3D[f[0]].split() + extra)
+        measured_s = 32 * 128 / float(f[2])
+        # The bench reports peak RSS net of an idle process (libtorch loaded, nothing run); add the
+        # idle RSS ./zpp calibrate measured to compare with the predicted total.
+        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[5]) + idle_rss_mb(),
+                     float(p["mem_mb"])))
+    pipe = newest("benchmarks/results/pipeline-2*[0-9].txt")
+    pp = None
+    for line in open(pipe):
+        m = re.search(r"pipeline bench: .*pp=(\d+)", line)
+        if m:
+            pp = int(m.group(1))
+            continue
+        f = line.split()
+        if pp and len(f) > 3 and f[0] in PIPE:
+            args = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --no-flash --gpus {pp} --pp {pp} "
+                    f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps()} "
+                    + PIPE[f[0]]).split()
+            p = predict(args)
+            rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None))
+    print(f"# measurements: {vs}, {pipe}; hardware: {HW}")
+    print(f"{'layout':38s} {'measured_s':>10s} {'predicted_s':>11s} {'pred/meas':>9s}  {'rss_MB':>10s} {'pred_MB':>8s} {'pred/meas':>9s}")
+    t_err, m_err = [], []
+    for name, ms, ps, mm, pm in rows:
+        t_err.append(ps / ms - 1)
+        mem = ""
+        if mm is not None:
+            m_err.append(pm / mm - 1)
+            mem = f"{mm:10.0f} {pm:8.1f} {pm / mm:9.3f}"
+        print(f"{name:38s} {ms:10.4f} {ps:11.4f} {ps / ms:9.3f}  {mem}")
+    for label, errs in (("step_time", t_err), ("peak_memory", m_err)):
+        within = sum(abs(e) <= 0.10 for e in errs) / len(errs)
+        mean = sum(abs(e) for e in errs) / len(errs)
+        print(f"# {label}: {len(errs)} layouts, mean |error| {mean:.3f}, worst {max(abs(e) for e in errs):.3f}")
+        print(f"RESULT planner-local {label}_share_within_10pct={within:.3f} fraction reference=1.0 "
+              f"ratio={within:.3f} target=1.0 {'MET' if within >= 1.0 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# ./zpp calibrate [OUT.json]: measures this machine and writes its hardware description for the
+# planner (default scheduler/planner/hardware/cpu-local.json), printing each measurement:
+#   - one thread's fp32 matmul throughput: a large square (the peak) and the GPT's GEMM shapes
+#     (their ratio to the peak gives the efficiency curve's half_dim, fitted by least squares);
+#   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
+#   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
+#     latency from the 1 KiB time);
+#   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
+#     16-wide model: the "reserved" memory every rank pays;
+#   - compute_overhead: a 1-rank training run of the zeropp-vs-3d GPT (no communication) timed,
+#     over the cost model's prediction of the same run (one factor for everything shapes miss);
+#   - the shaped inter-node link is the one tools/two_nodes.sh configures (tc tbf 1gbit per
+#     direction), written from that configuration, not measured here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
+bazel build //benchmarks:matmul_bench //benchmarks:collectives_bench //tools:launcher //tools:train //tools:plan >/dev/null 2>&1 ||
+  bazel build //benchmarks:matmul_bench //benchmarks:collectives_bench //tools:launcher //tools:train //tools:plan
+mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --vocab 256)"
+echo "$mm" | sed 's/^/calibrate: /'
+coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
+echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
+base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
+  --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
+echo "calibrate: baseline rank RSS ${base} MB"
+python3 - "$OUT" "$base" <<PY
+import json, re, sys, time
+out, base = sys.argv[1], float(sys.argv[2])
+mm = """$mm"""
+coll = """$coll"""
+peak = float(re.search(r"square_gflops=([0-9.]+)", mm).group(1))
+shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
+          re.findall(r"\[(\d+) x (\d+)\] x \[(\d+) x (\d+)\]: ([0-9.]+) GFLOP/s", mm)]
+def err(h):
+    return sum((m / (m + h) * k / (k + h) * n / (n + h) - g / peak) ** 2 for m, k, n, g in shapes)
+half = min((err(h), h) for h in [x * 0.5 for x in range(0, 2001)])[1]
+# memcpy bandwidth: bytes read + written per second, best of 5.
+a = bytearray(1 << 30); b = bytearray(1 << 30)
+best = 0.0
+for _ in range(5):
+    t = time.perf_counter(); b[:] = a; dt = time.perf_counter() - t
+    best = max(best, 2 * len(a) / dt)
+rows = re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)\s+[0-9.]+\s+([0-9.]+)", coll)
+bus = max(float(r[2]) for r in rows)
+lat = min(float(r[1]) for r in rows if int(r[0]) <= 4096) * 1e-6
+hw = {
+  "name": "cpu-local",
+  "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
+            "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
+            "%.0f us; baseline rank RSS %.0f MB; inter_node = tools/two_nodes.sh's tc tbf 1gbit (configured, not measured)"
+            % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base),
+  "devices_per_node": 2,
+  "shared_compute_units": 2,
+  "compute_dtype": "fp32",
+  "peak_tflops": {"bf16": peak / 1e3, "fp32": peak / 1e3},
+  "matmul": {"max_efficiency": 1.0, "half_dim": half},
+  "attention_efficiency": 0.5,
+  "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": base / 1e3},
+  "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
+  "inter_node": {"bandwidth_gbps": 0.125, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
+  "allreduce_algorithm": "ring",
+  "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": 2.0},
+}
+with open(out, "w") as f:
+    json.dump(hw, f, indent=2)
+    f.write("\n")
+print("calibrate: wrote", out)
+print(hw["source"])
+PY
+# One factor for what the shape model misses on this box: a 1-rank run of the zeropp-vs-3d GPT.
+GPT=(--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --global-batch 32)
+run1="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --width 256 --depth 4 --heads 4 \
+  --context 128 --microbatches 8 --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 2>&1)"
+tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+')"
+# The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
+idle="$(( $(grep -oP '(?<=DONE ).*' <<<"$run1" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
+          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' <<<"$run1") ))"
+pred="$(bazel-bin/tools/plan "${GPT[@]}" --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch 4 |
+  grep -oP '(?<=tokens_per_s=)[0-9.]+')"
+python3 - "$OUT" "$tok" "$pred" "$idle" <<'PY'
+import json, sys
+out, measured, predicted = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+hw = json.load(open(out))
+hw["idle_rss_mb"] = float(sys.argv[4])  # not read by the planner: the local validation's RSS offset
+hw["compute_overhead"] = round(predicted / measured, 4)
+hw["source"] += "; compute_overhead %.3f = a 1-rank run's %.0f tokens/s against the cost model's %.0f" % (
+    hw["compute_overhead"], measured, predicted)
+json.dump(hw, open(out, "w"), indent=2)
+print("calibrate: compute_overhead %.3f (1-rank GPT run %.0f tokens/s, cost model %.0f)" % (hw["compute_overhead"], measured, predicted))
+PY
