@@ -33,8 +33,8 @@ double StageParameters(const ModelShape& m, const Layout& l, int rank) {
   return p;
 }
 
-MemoryBreakdown EstimateMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
-                               const scheduler::ValidationReport& report) {
+MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
+                                   const scheduler::ValidationReport& report, int r) {
   const double vb = hw.value_bytes;
   const bool bf16 = hw.value_bytes == 2;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
@@ -42,43 +42,49 @@ MemoryBreakdown EstimateMemory(const ModelShape& m, const Layout& l, const Hardw
   const double layers_per_chunk = static_cast<double>(m.layers) / chunks;
   const double layer_act = LayerActivationBytes(m, l, hw.value_bytes);
   const double input_bytes = tokens * m.hidden * vb / (l.sequence_parallel ? l.tp : 1);
+  MemoryBreakdown b;
+  b.rank = r;
+  const double stage = StageParameters(m, l, r);
+  const int peak_stash = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_activations : 0;
+  const int peak_gathered = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_gathered : 0;
+  if (l.design == Design::k3D) {
+    const double own = stage / l.tp;
+    b.params = vb * own;
+    b.grads = 4 * own;
+    b.optimizer = (bf16 ? 12.0 : 8.0) * own / (l.zero1 ? l.dp : 1);
+  } else {
+    const double shard = stage / l.zero;
+    b.params = vb * shard;
+    b.grads = vb * shard;
+    b.optimizer = ((bf16 ? 4.0 : 0.0) + 8.0) * shard / (l.zero1 ? l.dp : 1);
+    if (l.zero > 1) {
+      // The largest chunk: a layer group plus the embedding or head it carries.
+      const double chunk = stage / (l.design == Design::kZero3 ? m.layers : l.v) +
+                           (l.design == Design::kZero3 ? static_cast<double>(m.vocab) * m.hidden : 0.0);
+      b.unsharded = vb * chunk * (peak_gathered + 1);
+    }
+  }
+  double stash;
+  if (!l.recompute) {
+    stash = layers_per_chunk * layer_act;
+  } else if (l.design == Design::k3D) {
+    stash = layers_per_chunk * input_bytes;
+  } else {
+    stash = input_bytes;
+  }
+  b.activations = peak_stash * stash;
+  if (l.recompute) b.working += (l.design == Design::k3D ? 1.0 : layers_per_chunk) * layer_act;
+  if (r == l.pp - 1) b.working += tokens * m.vocab / l.tp * (vb + 4);
+  if (l.pp > 1) b.working += 2 * input_bytes;
+  b.reserved = hw.reserved_bytes;
+  return b;
+}
+
+MemoryBreakdown EstimateMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
+                               const scheduler::ValidationReport& report) {
   MemoryBreakdown best;
   for (int r = 0; r < l.pp; ++r) {
-    MemoryBreakdown b;
-    b.rank = r;
-    const double stage = StageParameters(m, l, r);
-    const int peak_stash = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_activations : 0;
-    const int peak_gathered = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_gathered : 0;
-    if (l.design == Design::k3D) {
-      const double own = stage / l.tp;
-      b.params = vb * own;
-      b.grads = 4 * own;
-      b.optimizer = (bf16 ? 12.0 : 8.0) * own / (l.zero1 ? l.dp : 1);
-    } else {
-      const double shard = stage / l.zero;
-      b.params = vb * shard;
-      b.grads = vb * shard;
-      b.optimizer = ((bf16 ? 4.0 : 0.0) + 8.0) * shard / (l.zero1 ? l.dp : 1);
-      if (l.zero > 1) {
-        // The largest chunk: a layer group plus the embedding or head it carries.
-        const double chunk = stage / (l.design == Design::kZero3 ? m.layers : l.v) +
-                             (l.design == Design::kZero3 ? static_cast<double>(m.vocab) * m.hidden : 0.0);
-        b.unsharded = vb * chunk * (peak_gathered + 1);
-      }
-    }
-    double stash;
-    if (!l.recompute) {
-      stash = layers_per_chunk * layer_act;
-    } else if (l.design == Design::k3D) {
-      stash = layers_per_chunk * input_bytes;
-    } else {
-      stash = input_bytes;
-    }
-    b.activations = peak_stash * stash;
-    if (l.recompute) b.working += (l.design == Design::k3D ? 1.0 : layers_per_chunk) * layer_act;
-    if (r == l.pp - 1) b.working += tokens * m.vocab / l.tp * (vb + 4);
-    if (l.pp > 1) b.working += 2 * input_bytes;
-    b.reserved = hw.reserved_bytes;
+    const MemoryBreakdown b = EstimateRankMemory(m, l, hw, report, r);
     if (b.Total() > best.Total()) best = b;
   }
   return best;

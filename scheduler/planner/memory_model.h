@@ -43,6 +43,9 @@ double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_byte
 // Parameters held by pipeline rank r (all its chunks, before tp or zero division).
 double StageParameters(const ModelShape& m, const Layout& l, int rank);
 
+// One pipeline rank's peak; `report` as below.
+MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
+                                   const scheduler::ValidationReport& report, int rank);
 // Peak over pipeline ranks; `report` is the validator's report of the layout's schedule.
 MemoryBreakdown EstimateMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
                                const scheduler::ValidationReport& report);

@@ -150,6 +150,7 @@ Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int
   p.reduce_bytes = r.reduce_bytes_per_rank;
   p.p2p_bytes = r.p2p_bytes_per_rank;
   p.memory = EstimateMemory(m, l, hw, rep);
+  p.rank0_model_state = EstimateRankMemory(m, l, hw, rep, 0).ModelState();
   return p;
 }
 

@@ -31,7 +31,8 @@ struct Prediction {
   // reduction across replicas and the optimizer.
   double compute_s = 0, tp_comm_s = 0, idle_s = 0, dp_reduce_s = 0, optimizer_s = 0;
   double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;  // per rank per step
-  MemoryBreakdown memory;
+  MemoryBreakdown memory;           // the peak rank's
+  double rank0_model_state = 0;     // pipeline rank 0's model state (what a rank-0 log shows)
   std::string Dominant() const;  // the largest of the parts above, named
 };
 

@@ -1,0 +1,55 @@
+#!/bin/bash
+# The planner's memory model against the engine's own accounting on this machine: for every
+# layout tools/train runs (ZeRO-3, hybrid sharding, FSDP inside a pipeline, ZeroPP, PP x DP with
+# ZeRO-1, a pure pipeline), rank 0's model state as the engine counts it (the step line's
+# "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan --predict`'s prediction
+# for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB). Then plan's refusals: zero
+# GPUs, and a model that fits nowhere (it names the smallest memory any layout needs).
+set -u
+RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
+LAUNCHER="$RUNFILES/tools/launcher"
+TRAIN="$RUNFILES/tools/train"
+PLAN="$RUNFILES/tools/plan"
+HW="$RUNFILES/scheduler/planner/hardware/cpu-local.json"
+FAILS=0
+PASSES=0
+pass() { echo "PASS: $1"; PASSES=$((PASSES + 1)); }
+fail() { echo "FAIL: $1"; FAILS=$((FAILS + 1)); }
+
+MODEL=(--width 128 --depth 4 --heads 4 --context 32 --microbatches 4 --micro-batch 1 --steps 1 --log-every 1)
+SHAPE=(--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 32 --no-flash --hardware "$HW" --gpus 4
+       --devices-per-node 4 --global-batch 16)
+check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS"
+  local out engine predicted
+  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${MODEL[@]}" $2 2>&1)"
+  engine="$(grep -oP '(?<=model-state )[0-9.]+' <<<"$out" | head -1)"
+  predicted="$("$PLAN" --predict "${SHAPE[@]}" $3 | grep -oP '(?<=model_state_rank0_mb=)[0-9.]+')"
+  if [[ -z "$engine" || -z "$predicted" ]]; then
+    fail "$1: no number (engine '$engine', predicted '$predicted'): $out"
+  elif python3 -c "import sys; e, p = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(p - e) <= max(0.02 * e, 0.06) else 1)" "$engine" "$predicted"; then
+    pass "$1: engine $engine MB, predicted $predicted MB"
+  else
+    fail "$1: engine $engine MB, predicted $predicted MB"
+  fi
+}
+check zero3_z4 "--pp 1 --zero 4" "--design zero3 --zero 4"
+check hsdp_z2_dp2 "--pp 1 --zero 2 --dp 2" "--design zero3 --zero 2 --dp 2"
+check fsdp_in_pp "--pp 2 --zero 2 --schedule 1f1b" "--design pipe-fsdp --schedule 1f1b --pp 2 --zero 2"
+check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design zeropp --pp 2 --zero 2 --v 2 --u 2"
+check pp2_dp2_zero1 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule 1f1b" "--design 3d --pp 2 --dp 2 --zero1"
+check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
+
+out="$("$PLAN" --gpus 0 --hardware "$HW" 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --gpus: got 0, expected a whole number >= 1" ]]; then
+  pass "zero GPUs refused"
+else
+  fail "zero GPUs (rc=$rc): $out"
+fi
+out="$("$PLAN" --model gpt3-175b --gpus 8 --hardware "$RUNFILES/scheduler/planner/hardware/a100-80gb-ib400.json" 2>&1)"; rc=$?
+if [[ $rc -eq 3 ]] && grep -qP '^plan: no layout fits gpt3-175b on 8 x a100-80gb-ib400: the smallest needs [0-9.]+ GB per device \(\S+\), the device has 80.0 GB$' <<<"$out"; then
+  pass "a model that fits nowhere names the smallest need"
+else
+  fail "fits nowhere (rc=$rc): $out"
+fi
+echo "$PASSES passed, $FAILS failed"
+[[ $FAILS -eq 0 ]]

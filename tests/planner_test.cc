@@ -1,0 +1,221 @@
+// planner_test: the planner's formulas against values computed by hand on small cases, its
+// hardware reader's refusals, the simulator's per-stage extras, and plan refusing impossible
+// inputs (zero devices, a model that fits nowhere: the smallest memory any layout needs).
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "scheduler/generators.h"
+#include "scheduler/planner/cost_model.h"
+#include "scheduler/planner/memory_model.h"
+#include "scheduler/planner/planner.h"
+#include "scheduler/simulator.h"
+#include "scheduler/validator.h"
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+const char* kHw = R"({
+  "name": "toy", "devices_per_node": 4, "shared_compute_units": 0,
+  "peak_tflops": {"bf16": 100, "fp32": 10},
+  "matmul": {"max_efficiency": 0.5, "half_dim": 0}, "attention_efficiency": 0.25,
+  "memory": {"capacity_gb": 80, "bandwidth_gbps": 1000, "efficiency": 0.5, "reserved_gb": 1},
+  "intra_node": {"bandwidth_gbps": 100, "latency_us": 10, "efficiency": 0.5},
+  "inter_node": {"bandwidth_gbps": 40, "latency_us": 20, "efficiency": 1.0},
+  "allreduce_algorithm": "ring",
+  "host": {"memory_bandwidth_gbps": 50, "pcie_gbps": 20, "nvme_gbps": 5}})";
+
+Hardware Toy() { return ParseHardware(kHw, "toy"); }
+
+ModelShape Small() {
+  ModelShape m;
+  m.name = "small";
+  m.hidden = 64, m.layers = 4, m.heads = 4, m.kv_heads = 4, m.ffn = 256, m.vocab = 128, m.seq = 32;
+  m.tied_embedding = true;
+  m.flash_attention = false;
+  return m;
+}
+
+TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
+  const Hardware h = Toy();
+  EXPECT_EQ(h.devices_per_node, 4);
+  EXPECT_DOUBLE_EQ(h.bf16_flops, 100e12);
+  EXPECT_DOUBLE_EQ(h.intra.Effective(), 50e9);
+  EXPECT_DOUBLE_EQ(h.inter.latency_s, 20e-6);
+  EXPECT_DOUBLE_EQ(h.reserved_bytes, 1e9);
+  std::string bad = kHw;
+  bad.replace(bad.find("\"efficiency\": 0.5, \"reserved_gb\""), 17, "\"efficiency\": 1.5");
+  try {
+    ParseHardware(bad, "bad.json");
+    FAIL() << "accepted an efficiency of 1.5";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: field 'memory.efficiency': got 1.5, expected a number in [0.001, 1]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);
+  EXPECT_THROW(LoadHardware("no-such-machine"), std::invalid_argument);
+}
+
+TEST(Hardware, ShippedDescriptionsLoad) {
+  for (const char* name : {"a100-80gb-ib200x8", "a100-80gb-ib400", "h100-80gb-ib400x8", "cpu-local"}) {
+    const Hardware h = LoadHardware(std::string("scheduler/planner/hardware/") + name + ".json");
+    EXPECT_GT(h.ComputeFlops(), 0) << name;
+  }
+}
+
+TEST(ModelShape, ParameterCountsMatchKnownModels) {
+  // GPT-2 small (tied head, learned positions): 124,439,808; Llama-2-7B: 6,738,415,616.
+  ModelShape gpt2;
+  gpt2.hidden = 768, gpt2.layers = 12, gpt2.heads = 12, gpt2.kv_heads = 12, gpt2.ffn = 3072, gpt2.vocab = 50257;
+  gpt2.seq = 1024, gpt2.tied_embedding = true;
+  EXPECT_DOUBLE_EQ(gpt2.Parameters(), 124439808);
+  EXPECT_DOUBLE_EQ(ModelPreset("llama2-7b").Parameters(), 6738415616);
+  EXPECT_THROW(ModelPreset("gpt5"), std::invalid_argument);
+}
+
+TEST(CostModel, MatmulAndEfficiencyByHand) {
+  Hardware h = Toy();
+  EXPECT_DOUBLE_EQ(MatmulSeconds(h, 100, 200, 300), 2.0 * 100 * 200 * 300 / (100e12 * 0.5));
+  h.matmul_half_dim = 64;
+  EXPECT_DOUBLE_EQ(MatmulEfficiency(h, 64, 64, 64), 0.5 * 0.125);
+}
+
+TEST(CostModel, CollectivesByAlgorithmAndLinkClass) {
+  Hardware h = Toy();
+  const double b = 8e9;
+  // 4 ranks in one node: ring all-gather 3 alpha + 3/4 b / (100 GB/s * 0.5).
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllGather, b, 4, 4), 3 * 10e-6 + 0.75 * b / 50e9);
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, b, 4, 4), 2 * 3 * 10e-6 + 2 * 0.75 * b / 50e9);
+  // 8 ranks over 2 nodes, 4 per node: bus min(50, 40 * 4/4) = 40 GB/s, inter-node latency.
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kReduceScatter, b, 8, 4), 7 * 20e-6 + 7.0 / 8 * b / 40e9);
+  // 8 ranks, 1 per node (3 other groups share the node's NICs): 40 * 1/4 = 10 GB/s.
+  EXPECT_DOUBLE_EQ(BusBytesPerSecond(h, 8, 1), 10e9);
+  // Tree: 2 ceil(log2 p) alpha + 2 b / bus; auto picks the faster (tree for tiny messages).
+  h.allreduce_algorithm = "tree";
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, b, 8, 4), 2 * 3 * 20e-6 + 2 * b / 40e9);
+  h.allreduce_algorithm = "auto";
+  const double tiny = 8;
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, tiny, 8, 4), 2 * 3 * 20e-6 + 2 * tiny / 40e9);
+  EXPECT_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, b, 1, 1), 0);
+}
+
+TEST(CostModel, LayerCostByHand) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  ComputeOptions o;
+  o.micro_batch = 2;
+  const ActionCost c = LayerCost(m, h, o);
+  const double tokens = 64, peak = 100e12 * 0.5;
+  // Forward GEMMs: QKV 64x192, proj 64x64, fc 64x256, fc2 256x64 (K x N), M = 64 tokens.
+  const double gemm_f = 2 * tokens * (64 * 192 + 64 * 64 + 64 * 256 + 256 * 64) / peak;
+  const double attn_f = 4.0 * 2 * 32 * 32 * 64 / (100e12 * 0.25);
+  const double values = 16 * tokens * 64 + 4 * tokens * 256 + 4 * 2 * 4 * 32 * 32;
+  const double ew_f = values * 2 / (1000e9 * 0.5);
+  EXPECT_NEAR(c.forward_s, gemm_f + attn_f + ew_f, 1e-18);
+  EXPECT_NEAR(c.backward_weight_s, gemm_f, 1e-18);  // half_dim 0: shape-independent efficiency
+  EXPECT_NEAR(c.backward_input_s, gemm_f + 2 * attn_f + 2 * ew_f, 1e-18);
+  EXPECT_EQ(c.tp_comm_s, 0);
+  // tp=2: every GEMM halves, 2 all-reduces of the b*s*h activation forward and 2 backward.
+  o.tp = 2;
+  const ActionCost t = LayerCost(m, h, o);
+  const double ar = CollectiveSeconds(h, CollectiveKind::kAllReduce, tokens * 64 * 2, 2, 2);
+  EXPECT_NEAR(t.tp_comm_s, 4 * ar, 1e-18);
+  EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
+}
+
+TEST(MemoryModel, ActivationAndStateFormulas) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.micro_batch = 2;
+  // t = 1, GeLU with ffn = 4h: s*b*h*34 + 5*a*s^2*b (Korthikanti et al.).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * 34 + 5.0 * 4 * 32 * 32 * 2);
+  l.tp = 2;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * (10 + 24.0 / 2) + 5.0 * 4 * 32 * 32 * 2 / 2);
+  l.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * 34 / 2 + 5.0 * 4 * 32 * 32 * 2 / 2);
+  // Model state: 3D pp=2 tp=2 dp=2: 2 + 4 + 12 bytes per own parameter (ZeRO-1: 12 / dp).
+  Layout d;
+  d.design = Design::k3D;
+  d.tp = 2, d.pp = 2, d.dp = 2, d.zero1 = true;
+  const MemoryBreakdown mb = PredictMemory(m, d, h, 8);
+  const double own = StageParameters(m, d, mb.rank) / 2;
+  EXPECT_DOUBLE_EQ(mb.params, 2 * own);
+  EXPECT_DOUBLE_EQ(mb.grads, 4 * own);
+  EXPECT_DOUBLE_EQ(mb.optimizer, 12 * own / 2);
+  // ZeRO-3 over 4: 16 bytes per parameter / 4 (bf16 shard 2, grad 2, master 4, moments 8).
+  Layout z;
+  z.design = Design::kZero3;
+  z.schedule = "zero3";
+  z.zero = 4;
+  const MemoryBreakdown zb = PredictMemory(m, z, h, 8);
+  EXPECT_DOUBLE_EQ(zb.ModelState(), 16 * m.Parameters() / 4);
+  EXPECT_DOUBLE_EQ(zb.reserved, 1e9);
+}
+
+TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
+  using namespace scheduler;
+  const Schedule s = OneFOneB(2, 4);
+  CostModel c;
+  c.forward_s = 1, c.backward_s = 2;
+  const double base = Simulate(s, c).step_s;
+  c.virtual_stage_extra.assign(2, {});
+  c.virtual_stage_extra[1] = {0.5, 0.25, 0.25};
+  const SimResult r = Simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.busy_s[1] - r.busy_s[0], 4 * (0.5 + 0.25 + 0.25));
+  EXPECT_GT(r.step_s, base);
+}
+
+TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
+  PlanRequest q;
+  q.model = Small();
+  q.hardware = Toy();
+  q.devices = 8;
+  q.global_batch = 32;
+  const std::vector<Layout> all = EnumerateLayouts(q);
+  int per_design[4] = {0, 0, 0, 0};
+  for (const Layout& l : all) {
+    EXPECT_EQ(l.Devices(), 8) << l.Name();
+    per_design[static_cast<int>(l.design)]++;
+  }
+  for (int d = 0; d < 4; ++d) EXPECT_GT(per_design[d], 0) << DesignName(static_cast<Design>(d));
+  const PlanResult r = Plan(q);
+  ASSERT_FALSE(r.fitting.empty());
+  for (size_t i = 1; i < r.fitting.size(); ++i) EXPECT_LE(r.fitting[i - 1].step_s, r.fitting[i].step_s);
+  for (Design d : q.designs) EXPECT_NE(BestOf(r, d), nullptr) << DesignName(d);
+}
+
+TEST(Planner, RefusesImpossibleInputs) {
+  PlanRequest q;
+  q.model = Small();
+  q.hardware = Toy();
+  q.global_batch = 32;
+  q.devices = 0;
+  try {
+    Plan(q);
+    FAIL() << "planned for zero devices";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--gpus: got 0, expected a whole number >= 1");
+  }
+  q.devices = 6;  // not whole nodes of 4
+  EXPECT_THROW(Plan(q), std::invalid_argument);
+  // A model that fits nowhere: 175B on 8 devices of 80 GB. The smallest layout needs at least
+  // its model state, 16 bytes per parameter over 8 devices.
+  q.model = ModelPreset("gpt3-175b");
+  q.hardware = LoadHardware("scheduler/planner/hardware/a100-80gb-ib400.json");
+  q.devices = 8;
+  q.global_batch = 64;
+  const PlanResult r = Plan(q);
+  EXPECT_TRUE(r.fitting.empty());
+  EXPECT_EQ(r.over_memory, r.considered);
+  EXPECT_GE(r.smallest_memory, 16 * q.model.Parameters() / 8);
+  EXPECT_FALSE(r.smallest_layout.empty());
+}
+
+}  // namespace
+}  // namespace planner
+}  // namespace zeropp
