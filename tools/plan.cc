@@ -1,10 +1,10 @@
 // plan: which layout is fastest within memory, for a model, a global batch and a cluster.
 //
-//   ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64 \
+//   ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64
 //       [--top 15] [--designs zero3,zeropp,pipe-fsdp,3d] [--plot out.png] [--csv out.csv]
-//   ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400 \
+//   ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400
 //       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
-//   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp \
+//   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
 //       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] ...
 // Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
 // flags after --model override the preset. Every layout of every design is enumerated, those

@@ -52,6 +52,17 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   return {reduce, optim};
 }
 
+// The layout's schedule and its validator report; throws std::invalid_argument naming the layout.
+std::pair<scheduler::Schedule, scheduler::ValidationReport> ValidatedReport(const ModelShape& m, const Layout& l,
+                                                                          const Hardware& hw, int global_batch) {
+  const std::string why = l.Check(m, l.Devices(), hw.devices_per_node, global_batch);
+  if (!why.empty()) throw std::invalid_argument(l.Name() + ": " + why);
+  scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m.layers);
+  scheduler::ValidationReport rep = scheduler::Validate(s);
+  if (!rep.ok) throw std::invalid_argument(l.Name() + ": " + rep.error);
+  return {std::move(s), std::move(rep)};
+}
+
 }  // namespace
 
 std::string Prediction::Dominant() const {
@@ -111,20 +122,11 @@ scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const 
 }
 
 MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
-  const std::string why = l.Check(m, l.Devices(), hw.devices_per_node, global_batch);
-  if (!why.empty()) throw std::invalid_argument(l.Name() + ": " + why);
-  const scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m.layers);
-  const scheduler::ValidationReport rep = scheduler::Validate(s);
-  if (!rep.ok) throw std::invalid_argument(l.Name() + ": " + rep.error);
-  return EstimateMemory(m, l, hw, rep);
+  return EstimateMemory(m, l, hw, ValidatedReport(m, l, hw, global_batch).second);
 }
 
 Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
-  const std::string why = l.Check(m, l.Devices(), hw.devices_per_node, global_batch);
-  if (!why.empty()) throw std::invalid_argument(l.Name() + ": " + why);
-  const scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m.layers);
-  const scheduler::ValidationReport rep = scheduler::Validate(s);
-  if (!rep.ok) throw std::invalid_argument(l.Name() + ": " + rep.error);
+  const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
   const scheduler::CostModel c = BuildCostModel(m, l, hw, l.Devices());
   scheduler::SimResult r = scheduler::Simulate(s, c);
   Prediction p;
