@@ -14,6 +14,7 @@ DATE="$(date -u +%Y-%m-%d)"
 R=benchmarks/results
 PLAN=bazel-bin/tools/plan
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
+greater() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 echo "# command: ./zpp bench plan-paper   ($DATE); every number below is a prediction (scheduler/planner)"
 echo
 echo "## 1. ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64 --top 20 --plot $R/plan-paper-13b-$DATE.png"
@@ -33,7 +34,7 @@ for hw in a100-80gb-ib400 a100-80gb-ib200x8 h100-80gb-ib400x8; do
       ratio="$(grep -oP '(?<=best ZeroPP / best 3D tokens/s: )[0-9.]+' <<<"$out" || echo 0)"
       cond="$(grep -oP "(?<=2\*s\*U\*b/\(9\*h\) = )[0-9.]+" <<<"$out" || echo 0)"
       printf "%-11s %-18s %6s  %-44s %-44s %7s %8s\n" "$model" "$hw" "$seq" "$z" "$d" "$ratio" "$cond"
-      if python3 -c "import sys; sys.exit(0 if float('$ratio') > float('$best') else 1)"; then
+      if greater "$ratio" "$best"; then
         best="$ratio" best_at="${model}_${hw}_seq${seq}"
       fi
     done
@@ -48,7 +49,7 @@ for model in llama2-7b llama2-13b; do
   python3 tools/plan_plot.py sweep "$TMP/$model.csv" "$R/plan-paper-region-$model-$DATE.png"
   while IFS=, read -r _ _ seq g _ _ _ _ _ _ ratio _; do
     [[ "$seq" == seq ]] && continue
-    if python3 -c "import sys; sys.exit(0 if float('$ratio') > float('$best') else 1)"; then
+    if greater "$ratio" "$best"; then
       best="$ratio" best_at="${model}_ib${g}GBps_seq${seq%.*}"
     fi
   done <"$TMP/$model.csv"
@@ -56,6 +57,6 @@ done
 echo
 echo "# paper (ZeroPP, Tang et al. 2024): up to +33% over 3D at 64 GPUs; its condition for ZeroPP's"
 echo "# all-gathers to cost less than TP's all-reduces: 2*s*U*b > 9*h"
-ratio=$(python3 -c "print(f'{float(\"$best\") / 1.33:.3f}')")
-met=$(python3 -c "print('MET' if float('$best') >= 0.9 * 1.33 else 'MISSED')")
+ratio=$(awk -v b="$best" 'BEGIN { printf "%.3f", b / 1.33 }')
+met=$(awk -v b="$best" 'BEGIN { print (b >= 0.9 * 1.33 ? "MET" : "MISSED") }')
 echo "RESULT plan-paper best_predicted_zeropp_over_3d_${best_at}=$best ratio reference=1.33 ratio=$ratio target=1.00 $met"

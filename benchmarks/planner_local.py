@@ -8,6 +8,7 @@ which never looks at these runs), and prints prediction/measurement per layout; 
 give the share within 10% and the mean error, for step time and (zeropp-vs-3d) peak memory.
 """
 import glob
+import json
 import re
 import subprocess
 import sys
@@ -30,14 +31,9 @@ def predict(args):
     return {k: v for k, v in re.findall(r"(\w+)=(\S+)", out.stdout)}
 
 
-def idle_rss_mb():
-    import json
-    return json.load(open(HW))["idle_rss_mb"]
-
-
-def intra_gbps():
-    import json
-    return json.load(open(HW))["intra_node"]["bandwidth_gbps"]
+def hardware():
+    with open(HW) as f:
+        return json.load(f)
 
 
 VS3D = {  # bench row -> planner layout flags (global batch 32, 8 micro-batches)
@@ -65,6 +61,8 @@ PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 se
 
 
 def main():
+    hw = hardware()
+    idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
     rows = []
     vs = newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
     gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
@@ -72,12 +70,12 @@ def main():
         f = line.split()
         if len(f) < 6 or f[0] not in VS3D or f[1] not in ("shaped", "unshaped"):
             continue
-        extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps())]
+        extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps)]
         p = predict(gpt + VS3D[f[0]].split() + extra)
         measured_s = 32 * 128 / float(f[2])
         # The bench reports peak RSS net of an idle process (libtorch loaded, nothing run); add the
         # idle RSS ./zpp calibrate measured to compare with the predicted total.
-        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[5]) + idle_rss_mb(),
+        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[5]) + idle_rss_mb,
                      float(p["mem_mb"])))
     pipe = newest("benchmarks/results/pipeline-2*[0-9].txt")
     pp = None
@@ -89,7 +87,7 @@ def main():
         f = line.split()
         if pp and len(f) > 3 and f[0] in PIPE:
             args = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --no-flash --gpus {pp} --pp {pp} "
-                    f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps()} "
+                    f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps} "
                     + PIPE[f[0]]).split()
             p = predict(args)
             rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None))

@@ -90,6 +90,12 @@ Flags Parse(int argc, char** argv) {
   return f;
 }
 
+// Where the table goes as CSV: --csv, else beside --plot's PNG (the plot is drawn from it), else "".
+std::string CsvPath(const Flags& f) {
+  if (!f.Str("csv").empty()) return f.Str("csv");
+  return f.Str("plot").empty() ? "" : f.Str("plot") + ".csv";
+}
+
 ModelShape ModelFrom(const Flags& f) {
   const bool explicit_shape = f.Has("hidden") || f.Has("layers") || f.Has("heads");
   ModelShape m;
@@ -199,7 +205,7 @@ int RunPlan(const Flags& f) {
     std::printf("best ZeroPP / best 3D tokens/s: %.3f (ZeroPP's 2*s*U*b/(9*h) = %.2f; > 1 is the paper's condition)\n",
                 zpp->tokens_per_s / d3->tokens_per_s, 2.0 * q.model.seq * l.u * l.micro_batch / (9.0 * q.model.hidden));
   }
-  const std::string csv = f.Str("csv").empty() && !f.Str("plot").empty() ? f.Str("plot") + ".csv" : f.Str("csv");
+  const std::string csv = CsvPath(f);
   if (!csv.empty()) {
     std::ofstream out(csv);
     if (!out) throw std::invalid_argument("--csv: cannot write '" + csv + "'");
@@ -218,7 +224,7 @@ int RunPlan(const Flags& f) {
 int RunSweep(const Flags& f) {
   PlanRequest base = RequestFrom(f);
   const std::vector<double> seqs = f.List("seqs"), gbps = f.List("inter-gbps");
-  const std::string csv = f.Str("csv").empty() ? (f.Str("plot").empty() ? "" : f.Str("plot") + ".csv") : f.Str("csv");
+  const std::string csv = CsvPath(f);
   std::ofstream out;
   if (!csv.empty()) {
     out.open(csv);
@@ -320,7 +326,7 @@ int main(int argc, char** argv) {
       rc = RunPlan(f);
     }
     if (rc == 0 && !f.Str("plot").empty()) {
-      const std::string csv = f.Str("csv").empty() ? f.Str("plot") + ".csv" : f.Str("csv");
+      const std::string csv = CsvPath(f);
       const std::string cmd = absl::StrCat("python3 tools/plan_plot.py ", f.Has("sweep") ? "sweep " : "rank ", csv, " ",
                                            f.Str("plot"));
       if (std::system(cmd.c_str()) != 0) throw std::runtime_error("--plot: '" + cmd + "' failed");

@@ -80,7 +80,17 @@ std::string Prediction::Dominant() const {
   return best->second;
 }
 
-scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
+namespace {
+
+// The simulator's cost model with the pieces Predict also reports, computed once.
+struct CostParts {
+  scheduler::CostModel model;
+  ActionCost layer;       // one layer, one micro-batch (compute share applied)
+  double reduce_s = 0;    // step-end reduction across replicas
+  double optimizer_s = 0;
+};
+
+CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
   const int g = hw.devices_per_node;
   ComputeOptions co;
   co.tp = l.tp;
@@ -118,7 +128,13 @@ scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const 
   }
   const auto tail = StepTail(m, l, hw);
   c.optimizer_s = tail.first + tail.second;
-  return c;
+  return {c, layer, tail.first, tail.second};
+}
+
+}  // namespace
+
+scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
+  return BuildCostParts(m, l, hw, devices_on_box).model;
 }
 
 MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
@@ -127,7 +143,8 @@ MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardwa
 
 Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
   const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
-  const scheduler::CostModel c = BuildCostModel(m, l, hw, l.Devices());
+  const CostParts parts = BuildCostParts(m, l, hw, l.Devices());
+  const scheduler::CostModel& c = parts.model;
   scheduler::SimResult r = scheduler::Simulate(s, c);
   Prediction p;
   p.layout = l;
@@ -135,18 +152,11 @@ Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int
   p.tokens_per_s = static_cast<double>(global_batch) * m.seq / r.step_s;
   p.mfu = p.tokens_per_s * m.TrainFlopsPerToken() / (l.Devices() * hw.ComputeFlops());
   p.compute_s = *std::max_element(r.busy_s.begin(), r.busy_s.end());
-  ComputeOptions co;
-  co.tp = l.tp;
-  co.sequence_parallel = l.sequence_parallel;
-  co.micro_batch = l.micro_batch;
-  co.compute_scale = ComputeScale(hw, l.Devices());
-  const ActionCost layer = LayerCost(m, hw, co);
-  const double layer_total = layer.forward_s + layer.Backward();
-  const double busy_layers = layer_total > 0 ? p.compute_s / layer_total : 0;
-  p.tp_comm_s = layer.tp_comm_s * busy_layers;
-  const auto tail = StepTail(m, l, hw);
-  p.dp_reduce_s = tail.first;
-  p.optimizer_s = tail.second;
+  // TP communication's share of the busiest rank's compute, in whole-layer units.
+  const double layer_total = parts.layer.forward_s + parts.layer.Backward();
+  p.tp_comm_s = layer_total > 0 ? parts.layer.tp_comm_s * p.compute_s / layer_total : 0;
+  p.dp_reduce_s = parts.reduce_s;
+  p.optimizer_s = parts.optimizer_s;
   p.idle_s = std::max(0.0, r.step_s - c.optimizer_s - p.compute_s);
   p.gather_bytes = r.gather_bytes_per_rank;
   p.reduce_bytes = r.reduce_bytes_per_rank;
