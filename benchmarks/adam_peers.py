@@ -1,7 +1,9 @@
-"""Peers for `./zpp bench adam`: torch.optim.AdamW (foreach, and fused where CPU supports it) and
-DeepSpeed's DeepSpeedCPUAdam (DS_ACCELERATOR=cpu), on one flat fp32 tensor of N parameters, all
-threads. Prints "PEER name=... mparams_per_s=..." lines. Runs in the benchmark's own venv."""
+"""Peers for `./zpp bench adam`: torch.optim.AdamW (foreach, and fused where the CPU supports it)
+and DeepSpeed's DeepSpeedCPUAdam (DS_ACCELERATOR=cpu), on one flat fp32 tensor of N parameters,
+with the same repetitions and thread count as zeropp's run (best and median of REPS steps).
+Prints "PEER name=... mparams_per_s=... median=..." lines. Runs in the benchmark's own venv."""
 import os
+import statistics
 import sys
 import time
 
@@ -9,19 +11,22 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import torch
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 26
-torch.set_num_threads(os.cpu_count())
+reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+threads = int(sys.argv[3]) if len(sys.argv) > 3 else os.cpu_count()
+torch.set_num_threads(threads)
 
 
-def bench(name, make_opt, reps=4):
+def bench(name, make_opt):
     p = torch.nn.Parameter(torch.full((n,), 0.5))
     p.grad = torch.full((n,), 0.01)
     opt = make_opt([p])
-    best = 1e300
+    times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         opt.step()
-        best = min(best, time.perf_counter() - t0)
-    print(f"PEER name={name} mparams_per_s={n / best / 1e6:.1f}", flush=True)
+        times.append(time.perf_counter() - t0)
+    print(f"PEER name={name} mparams_per_s={n / min(times) / 1e6:.1f} "
+          f"median={n / statistics.median(times) / 1e6:.1f} reps={reps} threads={threads}", flush=True)
 
 
 bench("torch_adamw_foreach", lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=True))
