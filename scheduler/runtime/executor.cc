@@ -31,6 +31,9 @@ using Clock = std::chrono::steady_clock;
 
 enum TagKind { kActHeader = 0, kActData = 1, kGrad = 2, kTied = 3 };
 int Tag(TagKind kind, int chunk, int mb) { return (kind << 26) | ((chunk & 63) << 20) | (mb & 0xFFFFF); }
+// An activation whose shape differs from the link's previous one travels under this micro-batch bit
+// from its link's reference (see Impl::act_link), so it never matches a receive posted for that shape.
+constexpr int kFreshShape = 1 << 19;
 
 constexpr int kHeader = 10;  // dtype, ndim, up to 8 dims
 
@@ -66,6 +69,32 @@ struct Executor::Impl {
   std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> weight_pass;  // B done, W pending
   std::map<std::pair<int, int>, std::pair<at::Tensor, at::Tensor>> cut;         // first stage: (head, cut)
   std::map<std::pair<int, int>, std::pair<at::Tensor, std::shared_ptr<CommWork>>> act_recv, grad_recv;
+  // Activations arrive as a header (dtype and shape) and the data. A receive must not block on the
+  // header (it would stall the W's and other work a zero-bubble schedule puts before the consuming
+  // forward), so each link keeps a reference header: that of its first message, usable from the
+  // next step on (both sides count steps alike). Then the receiver posts the data receive at once
+  // with the reference shape and waits for the header only when the forward needs the input; a
+  // sender whose shape differs from the reference sends a placeholder of the reference shape (so the
+  // posted receive completes) and the data under kFreshShape, as every message of the first step
+  // travels. Keyed by (peer, sender's chunk).
+  struct LinkReference {
+    std::vector<int64_t> header;
+    int64_t since_run = 0;
+  };
+  std::map<std::pair<int, int>, LinkReference> act_link;
+  int64_t run_index = 0;
+  const LinkReference* UsableReference(int peer, int chunk) const {
+    auto it = act_link.find({peer, chunk});
+    return it != act_link.end() && it->second.since_run < run_index ? &it->second : nullptr;
+  }
+  struct PendingAct {
+    at::Tensor header;
+    std::shared_ptr<CommWork> header_work;
+    at::Tensor data;  // posted with the link's previous shape; undefined on a link's first message
+    std::shared_ptr<CommWork> data_work;
+    int peer = 0, chunk = 0, mb = 0;
+  };
+  std::map<std::pair<int, int>, PendingAct> act_pending;
   std::vector<std::pair<std::shared_ptr<CommWork>, at::Tensor>> sends;
 };
 
@@ -102,6 +131,10 @@ Executor::Executor(Engine& engine, ProcessGroups& groups, Schedule schedule, con
   if (schedule_.pp != im.pp) {
     throw std::invalid_argument(absl::StrCat("executor: schedule ", schedule_.name, " has pp(", schedule_.pp,
                                              ") but the layout has pp(", im.pp, ")"));
+  }
+  if (schedule_.m >= kFreshShape) {
+    throw std::invalid_argument(absl::StrCat("executor: ", schedule_.m, " micro-batches; at most ", kFreshShape - 1,
+                                             " are supported"));
   }
   ValidationReport rep = Validate(schedule_);
   if (!rep.ok) throw std::logic_error(rep.error);
@@ -206,6 +239,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
   const int64_t heap0 = im.measure_heap ? heap() : 0;
   trace_.clear();
   split_stats_ = {};
+  ++im.run_index;
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   double loss_sum = 0;
@@ -253,6 +287,25 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
     if (c * im.pp + me == im.stages - 1) r.y = loss_fn(r.y, targets[mb].to(e.options().device)) / m;
     return r;
   };
+  // The input of a forward received from another rank (see Impl::act_link): waits for the header,
+  // then for the data posted with the reference shape, or, when the shape differs or the link has no
+  // usable reference yet, for the data sent under kFreshShape (after the placeholder, if one was posted).
+  auto take_activation = [&](std::pair<int, int> key) {
+    Impl::PendingAct pa = std::move(im.act_pending.at(key));
+    im.act_pending.erase(key);
+    pa.header_work->Wait();
+    const int64_t* hp = pa.header.data_ptr<int64_t>();
+    std::vector<int64_t> h(hp, hp + kHeader);
+    im.act_link.insert({{pa.peer, pa.chunk}, Impl::LinkReference{h, im.run_index}});  // the first message's
+    if (pa.data_work) {
+      pa.data_work->Wait();
+      if (im.act_link.at({pa.peer, pa.chunk}).header == h) return pa.data;
+    }
+    at::Tensor data = at::empty(std::vector<int64_t>(h.begin() + 2, h.begin() + 2 + h[1]),
+                                at::TensorOptions().device(e.options().device).dtype(static_cast<at::ScalarType>(h[0])));
+    ppc.RecvTagged(data, pa.peer, Tag(kActData, pa.chunk, pa.mb | kFreshShape))->Wait();
+    return data;
+  };
   auto is_deferred = [&](int u) {
     return std::find(im.deferred_units.begin(), im.deferred_units.end(), u) != im.deferred_units.end();
   };
@@ -294,13 +347,19 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         cat = "p2p";
         // The sender's chunk a.chunk feeds this rank's chunk one virtual stage up.
         const int mine = (a.chunk * im.pp + a.peer + 1) / im.pp;
-        at::Tensor header = at::empty({kHeader}, at::TensorOptions().dtype(at::kLong));
-        ppc.RecvTagged(header, a.peer, Tag(kActHeader, a.chunk, a.mb))->Wait();
-        const int64_t* h = header.data_ptr<int64_t>();
-        std::vector<int64_t> shape(h + 2, h + 2 + h[1]);
-        at::Tensor data = at::empty(shape, at::TensorOptions().device(e.options().device).dtype(
-                                               static_cast<at::ScalarType>(h[0])));
-        im.act_recv[{mine, a.mb}] = {data, ppc.RecvTagged(data, a.peer, Tag(kActData, a.chunk, a.mb))};
+        Impl::PendingAct pa;
+        pa.peer = a.peer;
+        pa.chunk = a.chunk;
+        pa.mb = a.mb;
+        pa.header = at::empty({kHeader}, at::TensorOptions().dtype(at::kLong));
+        pa.header_work = ppc.RecvTagged(pa.header, a.peer, Tag(kActHeader, a.chunk, a.mb));
+        if (const Impl::LinkReference* ref = im.UsableReference(a.peer, a.chunk)) {
+          const std::vector<int64_t>& h = ref->header;
+          pa.data = at::empty(std::vector<int64_t>(h.begin() + 2, h.begin() + 2 + h[1]),
+                              at::TensorOptions().device(e.options().device).dtype(static_cast<at::ScalarType>(h[0])));
+          pa.data_work = ppc.RecvTagged(pa.data, a.peer, Tag(kActData, a.chunk, a.mb));
+        }
+        im.act_pending[{mine, a.mb}] = std::move(pa);
         break;
       }
       case ActionKind::kForward: {
@@ -313,11 +372,8 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
           input = im.out.at({a.chunk - 1, a.mb});
           if (!train) im.out.erase({a.chunk - 1, a.mb});
         } else {
-          auto& rv = im.act_recv.at(cm);
-          rv.second->Wait();
+          input = take_activation(cm);
           waited("wait-recv", "p2p");
-          input = rv.first;
-          im.act_recv.erase(cm);
         }
         at::Tensor xin = stage == 0 ? input : input.detach().requires_grad_(true);
         ChunkRun run;
@@ -353,8 +409,22 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         cat = "p2p";
         at::Tensor t = im.out.at(cm).detach().contiguous();
         at::Tensor header = Header(t);
+        const int64_t* hp = header.data_ptr<int64_t>();
+        std::vector<int64_t> h(hp, hp + kHeader);
         im.sends.push_back({ppc.SendTagged(header, a.peer, Tag(kActHeader, a.chunk, a.mb)), header});
-        im.sends.push_back({ppc.SendTagged(t, a.peer, Tag(kActData, a.chunk, a.mb)), t});
+        const Impl::LinkReference* ref = im.UsableReference(a.peer, a.chunk);
+        if (ref && ref->header == h) {
+          im.sends.push_back({ppc.SendTagged(t, a.peer, Tag(kActData, a.chunk, a.mb)), t});
+        } else {
+          if (ref) {  // completes the receive posted with the reference shape
+            const std::vector<int64_t>& o = ref->header;
+            at::Tensor placeholder = at::empty(std::vector<int64_t>(o.begin() + 2, o.begin() + 2 + o[1]),
+                                               t.options().dtype(static_cast<at::ScalarType>(o[0])));
+            im.sends.push_back({ppc.SendTagged(placeholder, a.peer, Tag(kActData, a.chunk, a.mb)), placeholder});
+          }
+          im.sends.push_back({ppc.SendTagged(t, a.peer, Tag(kActData, a.chunk, a.mb | kFreshShape)), t});
+        }
+        im.act_link.insert({{a.peer, a.chunk}, Impl::LinkReference{h, im.run_index}});  // the first message's
         if (!train) im.out.erase(cm);
         break;
       }
