@@ -3,13 +3,15 @@
 # a core, so idle time is partly filled by the neighbour; its RESULT lines say "oversubscribed") and
 # on 2 ranks (pp=2, a core each, so bubbles are real idle time), 40 steps each: mean step and spread,
 # MFU against the matmul throughput measured here, the bubble against its formula, and the
-# simulator's prediction (calibrated once on the ZB-H1 run, predicting the others); timelines (measured and simulated) as PNG under
+# simulator's prediction (calibrated once on the ZB-H1 run, predicting the others); ZB-H1 vs 1F1B and
+# split vs unsplit (ZB-H1, ZeroPP U=m/2 and U=m) judged on paired per-step differences (MET when
+# the mean gain exceeds twice its standard error); timelines (measured and simulated) as PNG under
 # benchmarks/results/pipeline/pp<N>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${ZPP_PIPELINE_OUT:-benchmarks/results/pipeline}"
 python3 -c "import matplotlib" 2>/dev/null || { echo "bench: installing matplotlib (timelines)" >&2; python3 -m pip install -q matplotlib; }
-bazel build -q //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench 2>/dev/null ||
+bazel build //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench >/dev/null 2>&1 ||
   bazel build //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench
 # The MFU denominator, measured in this run: one thread's fp32 matmul throughput (the bench GPT's shapes
 # and a large square).
