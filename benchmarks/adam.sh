@@ -15,7 +15,7 @@ if ! "$VENV/bin/python" -c "import torch, deepspeed" >/dev/null 2>&1; then
   [[ -x "$VENV/bin/python" ]] || python3 -m venv --system-site-packages "$VENV"
   "$VENV/bin/pip" install -q deepspeed ninja
 fi
-bazel build //benchmarks:adam_bench >/dev/null 2>&1 || bazel build //benchmarks:adam_bench
+bazel build //benchmarks:adam_bench
 ours="$(bazel-bin/benchmarks/adam_bench "$N" "$REPS" "$THREADS")"
 echo "$ours"
 peers="$(PATH="$VENV/bin:$PATH" "$VENV/bin/python" benchmarks/adam_peers.py "$N" "$REPS" "$THREADS" 2>/dev/null | grep '^PEER')"

@@ -15,7 +15,7 @@ command -v fio >/dev/null || { echo "bench: installing fio" >&2; apt-get install
 python3 -c "import torch.distributed.checkpoint" 2>/dev/null || {
   echo "bench: installing torch's runtime libraries for the DCP peer" >&2
   python3 -m pip install -q --no-deps nvidia-cufile nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 >/dev/null; }
-bazel build //tools:launcher //benchmarks:checkpoint_bench >/dev/null 2>&1 || bazel build //tools:launcher //benchmarks:checkpoint_bench
+bazel build //tools:launcher //benchmarks:checkpoint_bench
 ours="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/checkpoint_bench "$DIR/ckpt" 3 | grep -oP 'BENCH checkpoint.*')"
 echo "$ours"
 bytes=$(grep -oP '(?<=state_bytes=)[0-9]+' <<<"$ours")

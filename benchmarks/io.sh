@@ -11,7 +11,7 @@ trap 'rm -rf "$DIR"' EXIT
 SIZE="${ZPP_IO_BYTES:-2147483648}"
 ROUNDS="${ZPP_IO_ROUNDS:-3}"
 command -v fio >/dev/null || { echo "bench: installing fio" >&2; apt-get install -y -qq fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }; }
-bazel build //benchmarks:io_bench >/dev/null 2>&1 || bazel build //benchmarks:io_bench
+bazel build //benchmarks:io_bench
 fio_bw() {  # rw -> GB/s
   fio --name=zpp --filename="$DIR/fio.bin" --size="$SIZE" --bs=1M --iodepth=32 --rw="$1" --ioengine=io_uring \
       --direct=1 --output-format=json 2>/dev/null | python3 -c "

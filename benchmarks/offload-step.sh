@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="$(mktemp -d "${ZPP_OFFLOAD_DIR:-$HOME/.cache}/zeropp-offload-bench.XXXXXX")"
 trap 'rm -rf "$DIR"' EXIT
-bazel build //benchmarks:offload_step_bench >/dev/null 2>&1 || bazel build //benchmarks:offload_step_bench
+bazel build //benchmarks:offload_step_bench
 bazel-bin/benchmarks/offload_step_bench "$DIR" "${ZPP_UNITS:-16}" "${ZPP_UNIT_PARAMS:-16777216}" "${ZPP_REPS:-10}"

@@ -12,8 +12,8 @@ BASE="${1:-1f0c5c9}"
 OLD="${TMPDIR:-/tmp}/zeropp-base-$BASE"
 [[ -d "$OLD" ]] || git worktree add -f "$OLD" "$BASE" -q
 trap 'git worktree remove --force "$OLD" 2>/dev/null || rm -rf "$OLD"' EXIT
-(cd "$OLD" && { bazel build //tools:launcher //tools:train >/dev/null 2>&1 || bazel build //tools:launcher //tools:train; })
-bazel build //tools:launcher //tools:train >/dev/null 2>&1 || bazel build //tools:launcher //tools:train
+(cd "$OLD" && { bazel build //tools:launcher //tools:train; })
+bazel build //tools:launcher //tools:train
 STEPS=(--steps "${ZPP_BENCH_STEPS:-12}" --bench-warmup 2 --log-every 1000)
 Z3=(--vocab 256 --context 128 --width 768 --depth 8 --heads 12 --micro-batch 2)
 PIPE=(--vocab 256 --context 64 --width 256 --depth 8 --heads 8 --micro-batch 4 --microbatches 8 --pp 2)

@@ -11,8 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${ZPP_PIPELINE_OUT:-benchmarks/results/pipeline}"
 python3 -c "import matplotlib" 2>/dev/null || { echo "bench: installing matplotlib (timelines)" >&2; python3 -m pip install -q matplotlib; }
-bazel build //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench >/dev/null 2>&1 ||
-  bazel build //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench
+bazel build //tools:launcher //benchmarks:pipeline_bench //benchmarks:matmul_bench
 # The MFU denominator, measured in this run: one thread's fp32 matmul throughput (the bench GPT's shapes
 # and a large square).
 mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --vocab 256 | grep MATMUL)"

@@ -8,7 +8,7 @@
 # Ends with a RESULT line: the largest predicted ZeroPP gain over 3D against the paper's +33%.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //tools:plan >/dev/null 2>&1 || bazel build //tools:plan
+bazel build //tools:plan
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
 DATE="$(date -u +%Y-%m-%d)"
 R=benchmarks/results

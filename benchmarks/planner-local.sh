@@ -6,7 +6,7 @@
 #   ./zpp bench planner-local [--recalibrate]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //tools:plan >/dev/null 2>&1 || bazel build //tools:plan
+bazel build //tools:plan
 if [[ "${1:-}" == "--recalibrate" || ! -f scheduler/planner/hardware/cpu-local.json ]]; then tools/calibrate.sh; fi
 echo "# command: ./zpp bench planner-local $*  ($(date -u +%Y-%m-%d))"
 python3 benchmarks/planner_local.py

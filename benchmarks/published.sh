@@ -5,6 +5,6 @@
 # (mean absolute error, target 15%; worst case, target 25%).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //benchmarks:published_validation >/dev/null 2>&1 || bazel build //benchmarks:published_validation
+bazel build //benchmarks:published_validation
 echo "# command: ./zpp bench published   ($(date -u +%Y-%m-%d), hardware: scheduler/planner/hardware/a100-80gb-ib200x8.json)"
 bazel-bin/benchmarks/published_validation benchmarks/published/*.json

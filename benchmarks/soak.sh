@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 STEPS="${ZPP_SOAK_STEPS:-2000}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zeropp-soak.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-bazel build //tools:launcher //tools:train >/dev/null 2>&1 || bazel build //tools:launcher //tools:train
+bazel build //tools:launcher //tools:train
 bazel-bin/tools/launcher --nproc-per-node 4 -- bazel-bin/tools/train --demo --steps "$STEPS" --log-every 500 \
   --eval-every 0 --save-dir "$WORK/ckpt" --save-every 100 --keep 2 --metrics "$WORK/m.jsonl" | grep -E "DONE|step +[0-9]+/" || true
 python3 - "$WORK/m.jsonl" "$STEPS" "$(nproc)" <<'PY'

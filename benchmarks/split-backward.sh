@@ -3,5 +3,5 @@
 # backward on one pipeline chunk of the bench GPT, one thread, same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //benchmarks:split_backward_bench >/dev/null 2>&1 || bazel build //benchmarks:split_backward_bench
+bazel build //benchmarks:split_backward_bench
 bazel-bin/benchmarks/split_backward_bench

@@ -25,8 +25,7 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.
   fi
   PY="$VENV/bin/python"
 fi
-bazel build //tools:launcher //tools:train //benchmarks:matmul_bench >/dev/null 2>&1 ||
-  bazel build //tools:launcher //tools:train //benchmarks:matmul_bench
+bazel build //tools:launcher //tools:train //benchmarks:matmul_bench
 GLOBAL=8  # sequences per step, for every rank count
 MODEL=(--vocab 256 --context 128 --width 768 --depth 8 --heads 12)
 STEPS=(--steps "${ZPP_BENCH_STEPS:-12}" --bench-warmup 2)

@@ -9,8 +9,7 @@
 # counts are exact whatever the cores; the throughput is not a target here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //tools:launcher //tools:train //benchmarks:matmul_bench >/dev/null 2>&1 ||
-  bazel build //tools:launcher //tools:train //benchmarks:matmul_bench
+bazel build //tools:launcher //tools:train //benchmarks:matmul_bench
 H=256; DEPTH=8; M=8; PP=2; ZERO=2; RANKS=$((PP * ZERO)); CORES=$(nproc)
 USED=$((RANKS < CORES ? RANKS : CORES))
 TAG=""; [[ $RANKS -gt $CORES ]] && TAG="_oversubscribed_${RANKS}ranks_${CORES}cores"

@@ -25,8 +25,7 @@ while (($#)); do
     *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --model gpt|llama)" >&2; exit 2 ;;
   esac
 done
-bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d >/dev/null 2>&1 ||
-  bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d
+bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
 TRAIN=bazel-bin/tools/train T3D=bazel-bin/benchmarks/baseline_3d/train_3d
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-vs-3d.XXXXXX")"

@@ -198,6 +198,7 @@ int Main(int argc, char** argv) {
   // Benchmark window: the steps after --bench-warmup, timed between barriers.
   auto tb = t0;
   int64_t lo0 = 0, counted = 0, wait_us = 0;
+  std::vector<double> bench_step_s;  // each timed step's wall time on this rank (the BENCH spread)
   scheduler::TimeShares shares;  // --profile
   double profiled_s = 0;
   // Fault injection for the restart test: ZEROPP_TEST_KILL="RANK:STEP" kills that rank (SIGKILL)
@@ -231,6 +232,7 @@ int Main(int argc, char** argv) {
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent();
       wait_us += r.gather_wait_us + r.reduce_wait_us;
+      bench_step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0).count());
     }
     last_loss = r.loss;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -291,13 +293,19 @@ int Main(int argc, char** argv) {
     const double exposed = SumOverRanks(groups->world(), static_cast<double>(wait_us) / 1e6 / bsecs) / env.world_size;
     const double tps = tokens_per_step * timed / bsecs;
     const double net_rss = MaxOverRanks(groups->world(), PeakRssMb() - idle_rss_mb);
+    double step_mean = 0, step_sd = 0;  // rank 0's timed steps: mean and sample standard deviation
+    for (double x : bench_step_s) step_mean += x / bench_step_s.size();
+    for (double x : bench_step_s) step_sd += (x - step_mean) * (x - step_mean) / std::max<size_t>(1, bench_step_s.size() - 1);
+    step_sd = std::sqrt(step_sd);
     if (lead) {
       std::printf("BENCH framework=zeropp ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
                   "counted_bytes_per_rank_step=%.0f exposed_comm_share=%.3f model_flops_per_token=%.0f "
-                  "model_gflops=%.2f peak_rss_net_mb=%.0f predicted_zero_bytes_per_rank_step=%.0f\n",
+                  "model_gflops=%.2f peak_rss_net_mb=%.0f predicted_zero_bytes_per_rank_step=%.0f "
+                  "step_s_mean=%.4f step_s_sd=%.4f steps_timed=%zu\n",
                   env.world_size, tps, static_cast<double>(lo1 - lo0) / timed / env.world_size,
                   static_cast<double>(counted) / timed, exposed, cfg.ModelFlopsPerToken(),
-                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss, PredictedZeroBytes(*trainer));
+                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss, PredictedZeroBytes(*trainer), step_mean, step_sd,
+                  bench_step_s.size());
     }
   }
   if (cfg.profile && shares.steps > 0) {

@@ -31,8 +31,8 @@ using Clock = std::chrono::steady_clock;
 
 enum TagKind { kActHeader = 0, kActData = 1, kGrad = 2, kTied = 3 };
 int Tag(TagKind kind, int chunk, int mb) { return (kind << 26) | ((chunk & 63) << 20) | (mb & 0xFFFFF); }
-// An activation whose shape differs from the link's previous one travels under this micro-batch bit
-// from its link's reference (see Impl::act_link), so it never matches a receive posted for that shape.
+// An activation whose shape differs from its link's reference (see Impl::act_link) travels under
+// this micro-batch bit, so it never matches a receive posted with the reference shape.
 constexpr int kFreshShape = 1 << 19;
 
 constexpr int kHeader = 10;  // dtype, ndim, up to 8 dims
@@ -68,7 +68,7 @@ struct Executor::Impl {
   std::map<std::pair<int, int>, at::Tensor> x_in, out, grad_in;
   std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> weight_pass;  // B done, W pending
   std::map<std::pair<int, int>, std::pair<at::Tensor, at::Tensor>> cut;         // first stage: (head, cut)
-  std::map<std::pair<int, int>, std::pair<at::Tensor, std::shared_ptr<CommWork>>> act_recv, grad_recv;
+  std::map<std::pair<int, int>, std::pair<at::Tensor, std::shared_ptr<CommWork>>> grad_recv;
   // Activations arrive as a header (dtype and shape) and the data. A receive must not block on the
   // header (it would stall the W's and other work a zero-bubble schedule puts before the consuming
   // forward), so each link keeps a reference header: that of its first message, usable from the
@@ -90,7 +90,7 @@ struct Executor::Impl {
   struct PendingAct {
     at::Tensor header;
     std::shared_ptr<CommWork> header_work;
-    at::Tensor data;  // posted with the link's previous shape; undefined on a link's first message
+    at::Tensor data;  // posted with the reference shape; undefined while the link has no usable reference
     std::shared_ptr<CommWork> data_work;
     int peer = 0, chunk = 0, mb = 0;
   };
