@@ -142,6 +142,7 @@ int Main(int argc, char** argv) {
     return r;
   };
   std::map<std::string, Stats> measured;
+  std::map<std::string, std::vector<double>> per_step;  // by tag: each measured step's time
   scheduler::CostModel calibrated = cost;
   bool have_calibration = false;
   double step_overhead = 0;
@@ -241,6 +242,7 @@ int Main(int argc, char** argv) {
         << scheduler::ChromeTraceJson(ex.trace());
     const Stats st = stats(step_times);
     measured[tag] = st;
+    per_step[tag] = step_times;
     if (!have_calibration) {  // the calibration run: per-stage costs of a v = 1 schedule
       calibrated.forward_s = f_mean * run.v;
       calibrated.backward_input_s = (bi_mean > 0 ? bi_mean : b_mean / 2) * run.v;
@@ -299,11 +301,6 @@ int Main(int argc, char** argv) {
   // MET only when it exceeds twice its standard error (the spread of that mean from run to run).
   // The unpaired standard error is printed beside it; drift that moves both schedules of a pair
   // alike inflates that one and cancels in the paired one.
-  std::map<std::string, std::vector<double>> per_step;
-  for (const Live& l : lives) {
-    per_step[l.run.name + (l.run.u ? "-u" + std::to_string(l.run.u) : "") + (l.run.split ? "" : "-nosplit")] =
-        l.step_times;
-  }
   const std::string uh = "zeropp-u" + std::to_string(m / 2), um = "zeropp-u" + std::to_string(m);
   for (const auto& [a, ref] : std::vector<std::pair<std::string, std::string>>{{"zb-h1", "1f1b"},
                                                                                {uh, uh + "-nosplit"},

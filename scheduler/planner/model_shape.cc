@@ -10,21 +10,7 @@ namespace zeropp {
 namespace planner {
 namespace {
 
-ModelShape Gpt(const std::string& name, int h, int l, int a, int vocab, int seq) {
-  ModelShape m;
-  m.name = name;
-  m.hidden = h;
-  m.layers = l;
-  m.heads = a;
-  m.kv_heads = a;
-  m.ffn = 4 * h;
-  m.vocab = vocab;
-  m.seq = seq;
-  m.tied_embedding = true;
-  return m;
-}
-
-ModelShape Llama(const std::string& name, int h, int l, int a, int kv, int ffn) {
+ModelShape Decoder(const std::string& name, int h, int l, int a, int kv, int ffn, int vocab, int seq) {
   ModelShape m;
   m.name = name;
   m.hidden = h;
@@ -32,9 +18,20 @@ ModelShape Llama(const std::string& name, int h, int l, int a, int kv, int ffn) 
   m.heads = a;
   m.kv_heads = kv;
   m.ffn = ffn;
+  m.vocab = vocab;
+  m.seq = seq;
+  return m;
+}
+
+ModelShape Gpt(const std::string& name, int h, int l, int a, int vocab, int seq) {
+  ModelShape m = Decoder(name, h, l, a, a, 4 * h, vocab, seq);
+  m.tied_embedding = true;
+  return m;
+}
+
+ModelShape Llama(const std::string& name, int h, int l, int a, int kv, int ffn) {
+  ModelShape m = Decoder(name, h, l, a, kv, ffn, 32000, 4096);
   m.swiglu = true;
-  m.vocab = 32000;
-  m.seq = 4096;
   return m;
 }
 

@@ -46,6 +46,12 @@ at::Tensor Header(const at::Tensor& t) {
   return h;
 }
 
+// An uninitialised tensor of the dtype and shape a header (as Header writes it) describes.
+at::Tensor EmptyFromHeader(const std::vector<int64_t>& h, c10::Device device) {
+  return at::empty(std::vector<int64_t>(h.begin() + 2, h.begin() + 2 + h[1]),
+                   at::TensorOptions().device(device).dtype(static_cast<at::ScalarType>(h[0])));
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -301,8 +307,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
       pa.data_work->Wait();
       if (im.act_link.at({pa.peer, pa.chunk}).header == h) return pa.data;
     }
-    at::Tensor data = at::empty(std::vector<int64_t>(h.begin() + 2, h.begin() + 2 + h[1]),
-                                at::TensorOptions().device(e.options().device).dtype(static_cast<at::ScalarType>(h[0])));
+    at::Tensor data = EmptyFromHeader(h, e.options().device);
     ppc.RecvTagged(data, pa.peer, Tag(kActData, pa.chunk, pa.mb | kFreshShape))->Wait();
     return data;
   };
@@ -354,9 +359,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
         pa.header = at::empty({kHeader}, at::TensorOptions().dtype(at::kLong));
         pa.header_work = ppc.RecvTagged(pa.header, a.peer, Tag(kActHeader, a.chunk, a.mb));
         if (const Impl::LinkReference* ref = im.UsableReference(a.peer, a.chunk)) {
-          const std::vector<int64_t>& h = ref->header;
-          pa.data = at::empty(std::vector<int64_t>(h.begin() + 2, h.begin() + 2 + h[1]),
-                              at::TensorOptions().device(e.options().device).dtype(static_cast<at::ScalarType>(h[0])));
+          pa.data = EmptyFromHeader(ref->header, e.options().device);
           pa.data_work = ppc.RecvTagged(pa.data, a.peer, Tag(kActData, a.chunk, a.mb));
         }
         im.act_pending[{mine, a.mb}] = std::move(pa);
@@ -417,9 +420,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
           im.sends.push_back({ppc.SendTagged(t, a.peer, Tag(kActData, a.chunk, a.mb)), t});
         } else {
           if (ref) {  // completes the receive posted with the reference shape
-            const std::vector<int64_t>& o = ref->header;
-            at::Tensor placeholder = at::empty(std::vector<int64_t>(o.begin() + 2, o.begin() + 2 + o[1]),
-                                               t.options().dtype(static_cast<at::ScalarType>(o[0])));
+            at::Tensor placeholder = EmptyFromHeader(ref->header, t.device());
             im.sends.push_back({ppc.SendTagged(placeholder, a.peer, Tag(kActData, a.chunk, a.mb)), placeholder});
           }
           im.sends.push_back({ppc.SendTagged(t, a.peer, Tag(kActData, a.chunk, a.mb | kFreshShape)), t});
