@@ -19,7 +19,18 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based step count after this update
 };
 
-// Updates n elements in place. Single-threaded, no vectorisation: the reference.
+// The per-step coefficients every fast path uses (CPU vector and scalar paths, the CUDA kernel),
+// rounded to fp32 the same way so that those paths agree bit for bit. Per element they compute
+//   m = fma(m, b1, (1-b1)*g);  v = fma(v, b2, ((1-b2)*g)*g);  d = fma(sqrt(v), 1/sqrt(bc2), eps)
+//   p = p*decay - (step_size*m)/d
+// with every other operation rounded on its own (no contraction).
+struct AdamWCoeffs {
+  float b1, b2, one_minus_b1, one_minus_b2, eps, step_size, inv_bc2_sqrt, decay;
+};
+AdamWCoeffs MakeAdamWCoeffs(const AdamWHyper& h);
+
+// Updates n elements in place. Single-threaded, no vectorisation: the textbook reference, which
+// the fast paths match to rounding (not bit for bit).
 void AdamWReference(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                     const AdamWHyper& h);
 

@@ -12,16 +12,8 @@ namespace zeropp {
 namespace kernels {
 namespace {
 
-struct Coeffs {
-  float b1, b2, one_minus_b1, one_minus_b2, eps, step_size, bc2_sqrt, decay;
-};
-
-Coeffs Make(const AdamWHyper& h) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
-  return {h.beta1, h.beta2, 1.0f - h.beta1, 1.0f - h.beta2, h.eps, static_cast<float>(h.lr / bc1),
-          static_cast<float>(std::sqrt(bc2)), 1.0f - h.lr * h.weight_decay};
-}
+using Coeffs = AdamWCoeffs;
+Coeffs Make(const AdamWHyper& h) { return MakeAdamWCoeffs(h); }
 
 inline float Bf16ToFloat(uint16_t x) {
   uint32_t u = static_cast<uint32_t>(x) << 16;
@@ -41,12 +33,14 @@ inline uint16_t FloatToBf16(float f) {
 void ScalarRange(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const float g = a.grad ? a.grad[i] : Bf16ToFloat(a.grad_bf16[i]);
-    const float m = a.exp_avg[i] * c.b1 + c.one_minus_b1 * g;
-    const float v = a.exp_avg_sq[i] * c.b2 + c.one_minus_b2 * g * g;
+    // The vector paths' (and the CUDA kernel's) rounding order, element for element: std::fma
+    // rounds once, as the vector FMA does, so every path gives the same bits.
+    const float m = std::fma(a.exp_avg[i], c.b1, c.one_minus_b1 * g);
+    const float v = std::fma(a.exp_avg_sq[i], c.b2, (c.one_minus_b2 * g) * g);
     a.exp_avg[i] = m;
     a.exp_avg_sq[i] = v;
-    const float denom = std::sqrt(v) / c.bc2_sqrt + c.eps;
-    const float p = a.param[i] * c.decay - c.step_size * m / denom;
+    const float denom = std::fma(std::sqrt(v), c.inv_bc2_sqrt, c.eps);
+    const float p = a.param[i] * c.decay - (c.step_size * m) / denom;
     a.param[i] = p;
     if (a.param_bf16_out) a.param_bf16_out[i] = FloatToBf16(p);
   }
@@ -55,7 +49,7 @@ void ScalarRange(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end
 __attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end) {
   const __m256 b1 = _mm256_set1_ps(c.b1), b2 = _mm256_set1_ps(c.b2), omb1 = _mm256_set1_ps(c.one_minus_b1),
                omb2 = _mm256_set1_ps(c.one_minus_b2), eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.step_size),
-               inv_bc2 = _mm256_set1_ps(1.0f / c.bc2_sqrt), decay = _mm256_set1_ps(c.decay);
+               inv_bc2 = _mm256_set1_ps(c.inv_bc2_sqrt), decay = _mm256_set1_ps(c.decay);
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     __m256 g;
@@ -84,7 +78,7 @@ __attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a,
                                                               int64_t end) {
   const __m512 b1 = _mm512_set1_ps(c.b1), b2 = _mm512_set1_ps(c.b2), omb1 = _mm512_set1_ps(c.one_minus_b1),
                omb2 = _mm512_set1_ps(c.one_minus_b2), eps = _mm512_set1_ps(c.eps), ss = _mm512_set1_ps(c.step_size),
-               inv_bc2 = _mm512_set1_ps(1.0f / c.bc2_sqrt), decay = _mm512_set1_ps(c.decay);
+               inv_bc2 = _mm512_set1_ps(c.inv_bc2_sqrt), decay = _mm512_set1_ps(c.decay);
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {

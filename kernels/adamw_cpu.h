@@ -1,7 +1,8 @@
 // adamw_cpu.h: the fast CPU AdamW over flat fp32 shards and the fp32<->bf16 casts.
 //
-// Same formula and operation order as AdamWReference (adamw.h); the vector paths use FMA, so they
-// agree with the reference to rounding (tests print the max abs/rel error per path). The path is
+// Same formula as AdamWReference (adamw.h), in the fast paths' rounding order (three FMAs per
+// element): every path (AVX-512, AVX2, scalar) and the CUDA kernel give the same bits; they agree
+// with the textbook reference to rounding (tests print the max abs/rel error per path). The path is
 // chosen at run time from the CPU's features (AVX-512F, else AVX2+FMA, else scalar) unless one is
 // forced. Work is split into contiguous blocks across `threads` std::threads (1 = the caller's
 // thread only); blocks are cache-line aligned so threads never share a line.

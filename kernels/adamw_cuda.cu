@@ -10,26 +10,28 @@ namespace zeropp {
 namespace kernels {
 namespace {
 
+// One element in the fast paths' rounding order (adamw.h): explicit intrinsics, so nvcc's
+// contraction cannot fuse differently from the CPU, and the results equal AdamWCpu's bit for bit.
+__device__ __forceinline__ void Update(float& p, float g, float& m, float& v, const AdamWCoeffs& c) {
+  m = __fmaf_rn(m, c.b1, __fmul_rn(c.one_minus_b1, g));
+  v = __fmaf_rn(v, c.b2, __fmul_rn(__fmul_rn(c.one_minus_b2, g), g));
+  const float denom = __fmaf_rn(__fsqrt_rn(v), c.inv_bc2_sqrt, c.eps);
+  p = __fsub_rn(__fmul_rn(p, c.decay), __fdiv_rn(__fmul_rn(c.step_size, m), denom));
+}
+
 __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__ grad,
-                            float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, int64_t n,
-                            float beta1, float beta2, float eps, float step_size, float bc2_sqrt,
-                            float decay) {
+                            float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, int64_t n, AdamWCoeffs c) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = grad[i];
-    const float m = exp_avg[i] * beta1 + (1.0f - beta1) * g;
-    const float v = exp_avg_sq[i] * beta2 + (1.0f - beta2) * g * g;
+    float p = param[i], m = exp_avg[i], v = exp_avg_sq[i];
+    Update(p, grad[i], m, v, c);
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
-    const float denom = sqrtf(v) / bc2_sqrt + eps;
-    param[i] = param[i] * decay - step_size * m / denom;
+    param[i] = p;
   }
 }
 
-// Pointer table laid out as: params[count], grads[count], exp_avgs[count], exp_avg_sqs[count],
-// offsets[count + 1] (prefix sums of the sizes).
-__global__ void MultiAdamWKernel(const void* table, int count, float beta1, float beta2, float eps, float step_size,
-                                 float bc2_sqrt, float decay) {
+__global__ void MultiAdamWKernel(const void* table, int count, AdamWCoeffs c) {
   float* const* p = static_cast<float* const*>(table);
   const float* const* g = reinterpret_cast<const float* const*>(p + count);
   float* const* m = p + 2 * count;
@@ -44,12 +46,11 @@ __global__ void MultiAdamWKernel(const void* table, int count, float beta1, floa
       if (offsets[mid] <= i) lo = mid; else hi = mid - 1;
     }
     const int64_t k = i - offsets[lo];
-    const float gi = g[lo][k];
-    const float mi = m[lo][k] * beta1 + (1.0f - beta1) * gi;
-    const float vi = v[lo][k] * beta2 + (1.0f - beta2) * gi * gi;
+    float pi = p[lo][k], mi = m[lo][k], vi = v[lo][k];
+    Update(pi, g[lo][k], mi, vi, c);
     m[lo][k] = mi;
     v[lo][k] = vi;
-    p[lo][k] = p[lo][k] * decay - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    p[lo][k] = pi;
   }
 }
 
@@ -78,26 +79,20 @@ int LaunchMultiTensorAdamWCuda(float* const* params, const float* const* grads, 
   // The host table must outlive the copy.
   err = cudaStreamSynchronize(s);
   if (err != cudaSuccess) return static_cast<int>(err);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
   const int64_t want = (total + 255) / 256;
   const int blocks = static_cast<int>(want < 65535 ? (want > 0 ? want : 1) : 65535);
-  MultiAdamWKernel<<<blocks, 256, 0, s>>>(table_device, count, h.beta1, h.beta2, h.eps, static_cast<float>(h.lr / bc1),
-                                          static_cast<float>(std::sqrt(bc2)), 1.0f - h.lr * h.weight_decay);
+  MultiAdamWKernel<<<blocks, 256, 0, s>>>(table_device, count, MakeAdamWCoeffs(h));
   return static_cast<int>(cudaGetLastError());
 }
 
 int LaunchAdamWCuda(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                     const AdamWHyper& h, void* stream) {
   if (n == 0) return 0;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step));
   const int threads = 256;
   const int64_t want = (n + threads - 1) / threads;
   const int blocks = static_cast<int>(want < 65535 ? want : 65535);
   AdamWKernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      param, grad, exp_avg, exp_avg_sq, n, h.beta1, h.beta2, h.eps, static_cast<float>(h.lr / bc1),
-      static_cast<float>(std::sqrt(bc2)), 1.0f - h.lr * h.weight_decay);
+      param, grad, exp_avg, exp_avg_sq, n, MakeAdamWCoeffs(h));
   return static_cast<int>(cudaGetLastError());
 }
 

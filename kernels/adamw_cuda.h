@@ -1,5 +1,6 @@
 // adamw_cuda.h: the fused AdamW kernel on a CUDA device (built with --config=cuda only).
-// Same formula and operation order as AdamWReference. All pointers are device pointers.
+// The fast paths' rounding order (adamw.h): equal to AdamWCpu bit for bit, so offloading the
+// optimizer to the host changes no result. All pointers are device pointers.
 #pragma once
 
 #include <cstdint>

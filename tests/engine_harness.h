@@ -83,6 +83,13 @@ inline at::Tensor Loss(ModelKind kind, const at::Tensor& out, const at::Tensor& 
 // machine cannot use skips with the reason (GTEST_SKIP in the test body, via SkipReason).
 inline std::vector<std::string> Devices() { return {"cpu", "cuda"}; }
 inline std::string SkipReason(const std::string& device) { return DeviceUnavailableReason(device); }
+// A parameter tensor's relative error against the CPU reference after 10 AdamW steps. On the CPU
+// the engine and the reference share kernels: 1e-5. CUDA's matrix and layer-norm kernels round
+// differently from the CPU's, and AdamW magnifies that in elements whose gradient is mostly
+// cancellation (layer-norm biases): measured on an H100 (2026-11-23), the worst case was 1.5e-5
+// (zbh1_pp4, block4.ln2.bias), every other tensor of every case under 1.2e-5; losses and
+// gradient norms still agree within 1e-5.
+inline double ParamTolerance(const std::string& device) { return device == "cuda" ? 3e-5 : 1e-5; }
 // NCCL where every thread-rank has a GPU of its own; otherwise Gloo with host staging (several
 // ranks on one GPU), and Gloo on cpu.
 inline std::string BackendFor(const std::string& device, int ranks) {

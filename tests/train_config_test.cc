@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "zeropp/cli/run_checks.h"
+
 namespace zeropp {
 namespace {
 
@@ -33,6 +35,34 @@ TEST(TrainConfigTest, FlagsAndJsonWithOverrides) {
   EXPECT_TRUE(c.trainer.engine.recompute);
   EXPECT_FLOAT_EQ(c.trainer.engine.adamw.lr, 0.01f);
   EXPECT_EQ(c.trainer.layout.zero, 2);
+}
+
+// The host-memory estimate counts what lives on the host: on a CPU the whole training state and
+// the activations; on a GPU only the fp32 model built before sharding and what is offloaded to the
+// host (12 bytes a parameter for the optimizer). Sizes follow this machine's available memory A:
+// about A/8 parameters, so the build (A/2) fits, a CPU's 16 bytes a parameter (2A) and a GPU's
+// offloaded optimizer (A/2 + 1.5A) do not.
+TEST(TrainConfigTest, MemoryEstimateCountsHostMemoryOnly) {
+  const double avail = static_cast<double>(cli::AvailableMemoryBytes());
+  if (avail <= 0) GTEST_SKIP() << "this machine reports no available memory";
+  const double per_block = 12.0 * 4096 * 4096;
+  const int depth = static_cast<int>(avail / 8 / per_block) + 1;
+  const std::vector<std::string> base = {"--width", "4096", "--heads", "32", "--context", "128", "--micro-batch", "1",
+                                         "--depth", std::to_string(depth)};
+  auto refused = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    try {
+      TrainConfig::Parse(args).CheckMemoryEstimate(1);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused({}).find("memory estimate: about"), std::string::npos);
+  EXPECT_EQ(refused({"--device", "cuda"}), "");
+  const std::string offloaded = refused({"--device", "cuda", "--offload-optimizer", "cpu"});
+  EXPECT_NE(offloaded.find("on the host"), std::string::npos) << offloaded;
 }
 
 TEST(TrainConfigTest, RefusalsNameFieldValueAndExpectation) {

@@ -286,18 +286,25 @@ void TrainConfig::CheckMemoryEstimate(int local_ranks) const {
                         static_cast<double>(gpt.vocab) * w * (model == "llama" ? 2 : 1) + static_cast<double>(gpt.context) * w;
   const double build = params * 4;  // every rank builds the full fp32 model before sharding
   const int shards = std::max(1, trainer.layout.zero) * std::max(1, trainer.layout.pp);
-  const double state = params * 16 / shards;
+  // Host memory only: on a GPU the activations and the resident state live on the device, and the
+  // host keeps what is offloaded to it (optimizer: fp32 master and moments, 12 bytes a parameter;
+  // parameters: the compute-dtype shard and its gradient, 4 more).
+  const bool on_gpu = trainer.device == "cuda";
+  const auto& off = trainer.engine.offload;
+  const double host_state_bytes = (off.optimizer == OffloadTarget::kCpu ? 12 : 0) + (off.params == OffloadTarget::kCpu ? 4 : 0);
+  const double state = params * (on_gpu ? host_state_bytes : 16) / shards;
   const double tokens = static_cast<double>(micro_batch) * static_cast<double>(gpt.context);
-  const double acts = tokens * (20 * w + static_cast<double>(gpt.heads) * gpt.context) * d * 4 *
-                      std::max(1, trainer.microbatches) +
-                      tokens * static_cast<double>(gpt.vocab) * 4 * 3;
+  const double acts = on_gpu ? 0
+                             : tokens * (20 * w + static_cast<double>(gpt.heads) * gpt.context) * d * 4 *
+                                       std::max(1, trainer.microbatches) +
+                                   tokens * static_cast<double>(gpt.vocab) * 4 * 3;
   const double per_rank = build + state + acts;
   const double avail = static_cast<double>(cli::AvailableMemoryBytes()) / std::max(1, local_ranks);
   if (avail > 0 && per_rank > avail) {
     throw std::invalid_argument(absl::StrCat(
         "memory estimate: about ", static_cast<int64_t>(per_rank / 1e6), " MB per rank (full model built before ",
         "sharding ", static_cast<int64_t>(build / 1e6), " MB, sharded model state ", static_cast<int64_t>(state / 1e6),
-        " MB, activations and logits ", static_cast<int64_t>(acts / 1e6), " MB) but ", static_cast<int64_t>(avail / 1e6),
+        " MB", on_gpu ? " on the host" : "", ", activations and logits ", static_cast<int64_t>(acts / 1e6), " MB) but ", static_cast<int64_t>(avail / 1e6),
         " MB are available per rank (", local_ranks, " local ranks); shrink width/depth/micro-batch or add ranks"));
   }
 }

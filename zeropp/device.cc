@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
@@ -104,6 +105,9 @@ StreamScope::~StreamScope() = default;
 DeviceMemory QueryDeviceMemory(const c10::Device& device) {
   DeviceMemory m;
   if (device.is_cpu() || !CudaUsable()) return m;
+  // The caching allocator's statistics exist only once CUDA is initialised; a query before the
+  // process's first allocation would otherwise throw "Invalid device argument".
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   const auto stats = at::accelerator::getDeviceStats(device.index());
   const size_t agg = 0;  // StatType::AGGREGATE
   m.allocated_bytes = stats.allocated_bytes[agg].current;
@@ -114,7 +118,9 @@ DeviceMemory QueryDeviceMemory(const c10::Device& device) {
 }
 
 void ResetDevicePeak(const c10::Device& device) {
-  if (!device.is_cpu() && CudaUsable()) at::accelerator::resetPeakStats(device.index());
+  if (device.is_cpu() || !CudaUsable()) return;
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+  at::accelerator::resetPeakStats(device.index());
 }
 
 }  // namespace zeropp

@@ -74,7 +74,12 @@ Engine::~Engine() {
 
 c10::Device Engine::MasterDevice() const {
   // ZeRO-Offload on a GPU: the fp32 master and the moments stay on the host, AdamW runs there.
-  if (!options_.device.is_cpu() && options_.offload.optimizer != OffloadTarget::kNone) return c10::Device(c10::kCPU);
+  // Offloaded parameters keep their master on the host too (FlatParam::InitFromFull), so the
+  // moments and the update follow it there.
+  if (!options_.device.is_cpu() &&
+      (options_.offload.optimizer != OffloadTarget::kNone || options_.offload.params != OffloadTarget::kNone)) {
+    return c10::Device(c10::kCPU);
+  }
   return options_.device;
 }
 

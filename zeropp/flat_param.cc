@@ -111,7 +111,8 @@ void FlatParam::EnsureGradWritten() {
 void FlatParam::AccumulateGradShard(const at::Tensor& reduced) {
   at::Tensor g = AcquireGradShard(/*read=*/grad_written_);
   if (grad_written_) {
-    g.add_(reduced);
+    // An offloaded shard lives on the host while the reduced gradient comes from the device.
+    g.add_(reduced.device() == g.device() ? reduced : reduced.to(g.device()));
   } else {
     g.copy_(reduced);
   }

@@ -103,6 +103,11 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   h.step = step_;
   at::Tensor g = grad_scale != 1.0f ? owned_grad.mul(grad_scale) : owned_grad;
   at::Tensor moments = swap_ ? swap_->Acquire(u.swap_id) : u.moments;
+  if (moments.device() != master_shard.device() || g.device() != master_shard.device()) {
+    throw std::logic_error("ShardedAdamW: unit " + std::to_string(i) + " has its master on " + master_shard.device().str() +
+                           ", its moments on " + moments.device().str() + " and its gradient on " + g.device().str() +
+                           ": the update needs all three on one device");
+  }
   float* master = master_shard.data_ptr<float>();
   float* exp_avg = moments.data_ptr<float>();
   float* exp_avg_sq = exp_avg + (u.own_end - u.own_begin);
