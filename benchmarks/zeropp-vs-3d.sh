@@ -25,7 +25,7 @@ while (($#)); do
     *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --model gpt|llama)" >&2; exit 2 ;;
   esac
 done
-bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d
+bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d //benchmarks:matmul_bench
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
 TRAIN=bazel-bin/tools/train T3D=bazel-bin/benchmarks/baseline_3d/train_3d
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-vs-3d.XXXXXX")"
@@ -42,6 +42,14 @@ esac
 two_nodes=1
 probe="zppvs$$"
 if ip netns add "$probe" 2>/dev/null; then ip netns del "$probe"; else two_nodes=0; fi
+# The MFU denominator, measured in this run: one thread's fp32 matmul throughput at the model's
+# GEMM shapes and a large square one (benchmarks/matmul_bench.cc), times the cores the 4 ranks use.
+CORES=$(nproc); USED=$((CORES < 4 ? CORES : 4))
+bazel-bin/benchmarks/matmul_bench --threads 1 --width $H --tokens $((G / M * CTX / 2)) --vocab 256 >"$WORK/mm.txt"
+grep MATMUL "$WORK/mm.txt"
+SQUARE=$(grep -oP '(?<=square_gflops=)[0-9.]+' "$WORK/mm.txt" | head -1)
+BOUND=$(awk -v s="$SQUARE" -v u="$USED" 'BEGIN { print s * u }')
+echo "# MFU: model FLOP/s (6 x matmul parameters + attention, per token) over $BOUND GFLOP/s ($USED cores x one thread's square matmul)"
 echo "# $MODEL_KIND width $H, depth $D, $HEADS heads, context $CTX, byte vocabulary 256; global batch $G sequences"
 echo "# ($((G * CTX)) tokens) per step in $M micro-batches; $STEPS steps, the last $((STEPS - WARM)) timed"
 [[ $two_nodes == 1 ]] && echo "# 2 nodes x 2 ranks (network namespaces, veth); shaped: tc tbf $RATE each way" ||
@@ -75,7 +83,7 @@ TSV="$WORK/rows.tsv"
 echo "# bytes: rank 0's per step in its sharding group (zero group; TP group for 3d), counted, and the"
 echo "# formula; paper: 36*B*h^2/U-style closed form; inter_node_B: veth bytes per step (both ways, all"
 echo "# steps and set-up averaged); lo_B_rank: node 0's loopback bytes per rank per timed step"
-printf "%-20s %-8s %9s %8s %8s %8s %12s %12s %12s %13s %11s\n" layout link tok/s loss0 lossN rssMB \
+printf "%-20s %-8s %9s %6s %8s %8s %8s %12s %12s %12s %13s %11s\n" layout link tok/s mfu loss0 lossN rssMB \
   measured_B formula_B paper_B inter_node_B lo_B_rank
 for shape in unshaped shaped; do
   [[ $two_nodes == 0 && $shape == shaped ]] && continue
@@ -88,7 +96,8 @@ for shape in unshaped shaped; do
     fi
     tps=$(field tokens_per_s) counted=$(field counted_bytes_per_rank_step) tpb=$(field tp_bytes_per_rank_step)
     rss=$(field peak_rss_net_mb) lo=$(field wire_bytes_per_rank_step) inter=$(field inter_node_bytes)
-    l0=$(field first_loss) ln=$(field last_loss)
+    l0=$(field first_loss) ln=$(field last_loss) gflops=$(field model_gflops)
+    mfu=$(awk -v g="$gflops" -v b="$BOUND" 'BEGIN { printf "%.3f", g / b }')
     tpb=${tpb:-0} inter=${inter:-0}
     # Formulas (rank 0, the first stage). ZeRO-3/ZeroPP: the zero group's all-gathers and
     # reduce-scatters from the schedule (every Gather of a released chunk, every ReduceGrad, the
@@ -104,8 +113,8 @@ for shape in unshaped shaped; do
       measured=$counted
     fi
     paper=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
-    echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS" >>"$TSV"
-    printf "%-20s %-8s %9.0f %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f\n" "$name" "$shape" "$tps" "$l0" "$ln" "$rss" \
+    echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu" >>"$TSV"
+    printf "%-20s %-8s %9.0f %6s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
       "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo"
   done
 done
@@ -113,46 +122,83 @@ python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "benchmarks/results/zeropp-vs-3
 [[ $MODEL_KIND == gpt ]] || exit 0
 
 # The crossover: bytes per step of rank 0's sharding group for ZeroPP (pp2 x zero2, U micro-batches
-# per unit, b = 2 sequences per rank's micro-batch) and for 3D tp2 x pp2 (the same global micro-batch
-# of 2b sequences), sequence length s and U swept at width h = $H; counters are exact, so one node
-# and 2 steps suffice. The paper: ZeroPP moves less when 2 s U b > 9 h (b: the global micro-batch).
+# per unit, b/2 sequences per rank's micro-batch) and for 3D tp2 x pp2 (the same global micro-batch
+# of b sequences), sequence length s, U and b swept at width h = $H; counters are exact anywhere.
+# Where two nodes can be made, every point runs on them with the inter-node link shaped to RATE, and
+# the step time of both designs is measured too (mean over the timed steps). The paper: ZeroPP
+# moves less when 2 s U b > 9 h (b: the global micro-batch).
 echo
-echo "# crossover at h=$H, depth $D, M=$M micro-batches of 4 sequences per step (ZeroPP: 2 per rank)"
-printf "%6s %3s %14s %14s %8s %12s %s\n" s U zeropp_B 3d_tp_B ratio 2sUb/9h agree
+XSTEPS=6 XWARM=2
+[[ $two_nodes == 1 ]] && where="2 nodes, link shaped to $RATE" || where="one node (no namespaces): bytes only"
+echo "# crossover at h=$H, depth $D, M=$M micro-batches per step, b sequences per global micro-batch; $where;"
+echo "# step times: mean of the last $((XSTEPS - XWARM)) of $XSTEPS steps"
+printf "%6s %3s %3s %14s %14s %8s %10s %10s %8s %10s %s\n" s U b zeropp_B 3d_tp_B ratio zeropp_s 3d_s t_ratio 2sUb/9h agree
 CROSS="$WORK/cross.tsv"
-for S in 32 64 128 256; do
-  small=(--width $H --depth $D --heads $HEADS --context $S --microbatches $M --steps 2 --bench-warmup 1 --log-every 1000)
-  bazel-bin/tools/launcher --nproc-per-node 4 -- "$T3D" "${small[@]}" --tp 2 --pp 2 --schedule 1f1b --micro-batch 4 >"$WORK/out" 2>&1 ||
-    { echo "error: 3d at s=$S failed"; tail -5 "$WORK/out"; exit 1; }
-  tpb=$(field tp_bytes_per_rank_step)
-  for U in 2 4 8; do
-    bazel-bin/tools/launcher --nproc-per-node 4 -- "$TRAIN" "${small[@]}" --pp 2 --schedule zeropp --unit-size $U \
-      --micro-batch 2 >"$WORK/out" 2>&1 || { echo "error: zeropp at s=$S U=$U failed"; tail -5 "$WORK/out"; exit 1; }
-    zb=$(field counted_bytes_per_rank_step)
-    cond=$(awk -v s=$S -v u=$U -v h=$H 'BEGIN { printf "%.2f", 2 * s * u * 4 / (9 * h) }')
-    agree=$(awk -v z="$zb" -v t="$tpb" -v c="$cond" 'BEGIN { print ((z < t) == (c > 1)) ? "yes" : "no" }')
-    printf "%6s %3s %14.0f %14.0f %8.3f %12s %s\n" $S $U "$zb" "$tpb" "$(awk -v z="$zb" -v t="$tpb" 'BEGIN{print z/t}')" "$cond" "$agree"
-    echo -e "$S\t$U\t$zb\t$tpb\t$cond\t$agree" >>"$CROSS"
+xrun() {  # xrun PROGRAM ARGS...: shaped two-node run where possible, else one node
+  if [[ $two_nodes == 1 ]]; then
+    tools/two_nodes.sh --nproc-per-node 2 --timeout 900 --rate "$RATE" -- "$@" >"$WORK/out" 2>&1
+  else
+    bazel-bin/tools/launcher --nproc-per-node 4 -- "$@" >"$WORK/out" 2>&1
+  fi
+}
+for B in 2 4; do
+  for S in 32 64 128 256; do
+    small=(--width $H --depth $D --heads $HEADS --context $S --microbatches $M --steps $XSTEPS --bench-warmup $XWARM
+           --log-every 1000)
+    tokens=$((M * B * S))
+    xrun "$T3D" "${small[@]}" --tp 2 --pp 2 --schedule 1f1b --micro-batch $B ||
+      { echo "error: 3d at s=$S b=$B failed"; tail -5 "$WORK/out"; exit 1; }
+    tpb=$(field tp_bytes_per_rank_step) tps3=$(field tokens_per_s)
+    t3=$(awk -v n=$tokens -v t="$tps3" 'BEGIN { printf "%.4f", n / t }')
+    for U in 2 4 8; do
+      xrun "$TRAIN" "${small[@]}" --pp 2 --schedule zeropp --unit-size $U --micro-batch $((B / 2)) ||
+        { echo "error: zeropp at s=$S U=$U b=$B failed"; tail -5 "$WORK/out"; exit 1; }
+      zb=$(field counted_bytes_per_rank_step) tpsz=$(field tokens_per_s)
+      tz=$(awk -v n=$tokens -v t="$tpsz" 'BEGIN { printf "%.4f", n / t }')
+      cond=$(awk -v s=$S -v u=$U -v b=$B -v h=$H 'BEGIN { printf "%.2f", 2 * s * u * b / (9 * h) }')
+      agree=$(awk -v z="$zb" -v t="$tpb" -v c="$cond" 'BEGIN { print ((z < t) == (c > 1)) ? "yes" : "no" }')
+      printf "%6s %3s %3s %14.0f %14.0f %8.3f %10s %10s %8.3f %10s %s\n" $S $U $B "$zb" "$tpb" \
+        "$(awk -v z="$zb" -v t="$tpb" 'BEGIN{print z/t}')" "$tz" "$t3" "$(awk -v z="$tz" -v t="$t3" 'BEGIN{print z/t}')" "$cond" "$agree"
+      echo -e "$S\t$U\t$zb\t$tpb\t$cond\t$agree\t$B\t$tz\t$t3" >>"$CROSS"
+    done
   done
 done
-python3 - "$CROSS" "benchmarks/results/zeropp-vs-3d-crossover-$(date +%F).png" <<'PY'
+python3 - "$CROSS" "benchmarks/results/zeropp-vs-3d-crossover-$(date +%F).png" "$two_nodes" <<'PY'
 import sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-fig, ax = plt.subplots(figsize=(7, 4.5))
-for u in sorted({int(r[1]) for r in rows}):
-    pts = [(int(r[0]), float(r[2]) / 1e6) for r in rows if int(r[1]) == u]
-    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"ZeroPP U={u}")
-tp = sorted({(int(r[0]), float(r[3]) / 1e6) for r in rows})
-ax.plot([p[0] for p in tp], [p[1] for p in tp], "ks--", label="3D tp2 x pp2 (TP bytes)")
-ax.set_xscale("log", base=2); ax.set_yscale("log")
-ax.set_xlabel("sequence length s"); ax.set_ylabel("MB per step, rank 0's sharding group")
-ax.set_title("Where ZeroPP's gathers fall below TP's collectives (h=256, b=4)")
-ax.legend(); fig.tight_layout(); fig.savefig(sys.argv[2], dpi=110)
+timed = sys.argv[3] == "1"
+bs = sorted({int(r[6]) for r in rows})
+fig, axes = plt.subplots(2 if timed else 1, len(bs), figsize=(6.5 * len(bs), 8.5 if timed else 4.5), squeeze=False)
+for j, b in enumerate(bs):
+    mine = [r for r in rows if int(r[6]) == b]
+    for k, (col3d, colz, label, scale) in enumerate(((3, 2, "MB per step, rank 0's sharding group", 1e6),
+                                                     (8, 7, "step time on the shaped link (s)", 1.0))[:2 if timed else 1]):
+        ax = axes[k][j]
+        for u in sorted({int(r[1]) for r in mine}):
+            pts = [(int(r[0]), float(r[colz]) / scale) for r in mine if int(r[1]) == u]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"ZeroPP U={u}")
+        tp = sorted({(int(r[0]), float(r[col3d]) / scale) for r in mine})
+        ax.plot([p[0] for p in tp], [p[1] for p in tp], "ks--", label="3D tp2 x pp2")
+        ax.set_xscale("log", base=2); ax.set_yscale("log")
+        ax.set_xlabel("sequence length s"); ax.set_ylabel(label)
+        ax.set_title(f"h=256, b={b}: " + ("bytes" if k == 0 else "time"))
+        ax.legend(fontsize=8)
+fig.tight_layout(); fig.savefig(sys.argv[2], dpi=110)
 agree = sum(r[5] == "yes" for r in rows)
 print(f"# plot: {sys.argv[2]}")
 print(f"RESULT zeropp-vs-3d crossover_points_agreeing_with_2sUb_gt_9h={agree} points reference={len(rows)} "
       f"ratio={agree / len(rows):.3f} target=1.00 {'MET' if agree == len(rows) else 'MISSED'}")
+if timed:
+    faster = [r for r in rows if float(r[7]) < float(r[8])]
+    less = [r for r in rows if float(r[2]) < float(r[3])]
+    both = sum(1 for r in rows if (float(r[7]) < float(r[8])) == (float(r[2]) < float(r[3])))
+    print(f"# shaped link: ZeroPP faster than 3D at {len(faster)} of {len(rows)} points, fewer bytes at {len(less)}")
+    import os
+    cores = os.cpu_count() or 1
+    tag = f"_oversubscribed_{cores}cores" if cores < 4 else ""
+    print(f"RESULT zeropp-vs-3d crossover_time_follows_bytes_shaped{tag}={both} points reference={len(rows)} "
+          f"ratio={both / len(rows):.3f} target=1.00 {'MET' if both == len(rows) else 'MISSED'}")
 PY

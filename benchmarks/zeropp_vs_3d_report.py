@@ -14,7 +14,8 @@ def load(path):
     for line in open(path):
         f = line.rstrip("\n").split("\t")
         rows.append(dict(name=f[0], link=f[1], tps=float(f[2]), loss0=f[3], lossn=f[4], rss=float(f[5]),
-                         measured=float(f[6]), formula=float(f[7]), paper=f[8], inter=float(f[9]), steps=int(f[11])))
+                         measured=float(f[6]), formula=float(f[7]), paper=f[8], inter=float(f[9]), steps=int(f[11]),
+                         mfu=float(f[12])))
     return rows
 
 
@@ -39,6 +40,9 @@ def main():
     tag = f"_oversubscribed_{cores}cores" if cores < 4 else ""
     print(f"RESULT zeropp-vs-3d best_zeropp_tokens_per_s_{link}{tag}={best_z['tps']:.0f} tok/s "
           f"reference={best_3['tps']:.0f} ratio={ratio:.3f} target=1.00 {verdict(ratio > 1.0)}")
+    print(f"RESULT zeropp-vs-3d best_zeropp_mfu_{link}{tag}={best_z['mfu']:.3f} fraction "
+          f"reference={best_3['mfu']:.3f} ratio={best_z['mfu'] / best_3['mfu']:.3f} target=1.00 "
+          f"{verdict(best_z['mfu'] > best_3['mfu'])}")
     mratio = best_z["rss"] / max(best_3["rss"], 1.0)
     print(f"RESULT zeropp-vs-3d best_zeropp_peak_rss_net_mb={best_z['rss']:.0f} MB reference={best_3['rss']:.0f} "
           f"ratio={mratio:.3f} target=1.25 {verdict(mratio <= 1.25)}")
