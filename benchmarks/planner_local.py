@@ -66,16 +66,20 @@ def main():
     rows = []
     vs = newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
     gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
+    cols = {}
     for line in open(vs):
         f = line.split()
+        if f[:2] == ["layout", "link"]:
+            cols = {name: k for k, name in enumerate(f)}  # the table's header (columns vary by version)
+            continue
         if len(f) < 6 or f[0] not in VS3D or f[1] not in ("shaped", "unshaped"):
             continue
         extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps)]
         p = predict(gpt + VS3D[f[0]].split() + extra)
-        measured_s = 32 * 128 / float(f[2])
+        measured_s = 32 * 128 / float(f[cols["tok/s"]])
         # The bench reports peak RSS net of an idle process (libtorch loaded, nothing run); add the
         # idle RSS ./zpp calibrate measured to compare with the predicted total.
-        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[5]) + idle_rss_mb,
+        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[cols["rssMB"]]) + idle_rss_mb,
                      float(p["mem_mb"])))
     pipe = newest("benchmarks/results/pipeline-2*[0-9].txt")
     pp = None
