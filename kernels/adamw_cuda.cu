@@ -31,6 +31,8 @@ __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__
   }
 }
 
+// Pointer table laid out as: params[count], grads[count], exp_avgs[count], exp_avg_sqs[count],
+// offsets[count + 1] (prefix sums of the sizes).
 __global__ void MultiAdamWKernel(const void* table, int count, AdamWCoeffs c) {
   float* const* p = static_cast<float* const*>(table);
   const float* const* g = reinterpret_cast<const float* const*>(p + count);
