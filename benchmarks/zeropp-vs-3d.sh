@@ -134,24 +134,17 @@ echo "# crossover at h=$H, depth $D, M=$M micro-batches per step, b sequences pe
 echo "# step times: mean of the last $((XSTEPS - XWARM)) of $XSTEPS steps"
 printf "%6s %3s %3s %14s %14s %8s %10s %10s %8s %10s %s\n" s U b zeropp_B 3d_tp_B ratio zeropp_s 3d_s t_ratio 2sUb/9h agree
 CROSS="$WORK/cross.tsv"
-xrun() {  # xrun PROGRAM ARGS...: shaped two-node run where possible, else one node
-  if [[ $two_nodes == 1 ]]; then
-    tools/two_nodes.sh --nproc-per-node 2 --timeout 900 --rate "$RATE" -- "$@" >"$WORK/out" 2>&1
-  else
-    bazel-bin/tools/launcher --nproc-per-node 4 -- "$@" >"$WORK/out" 2>&1
-  fi
-}
 for B in 2 4; do
   for S in 32 64 128 256; do
     small=(--width $H --depth $D --heads $HEADS --context $S --microbatches $M --steps $XSTEPS --bench-warmup $XWARM
            --log-every 1000)
     tokens=$((M * B * S))
-    xrun "$T3D" "${small[@]}" --tp 2 --pp 2 --schedule 1f1b --micro-batch $B ||
+    run shaped "$T3D" "${small[@]}" --tp 2 --pp 2 --schedule 1f1b --micro-batch $B ||
       { echo "error: 3d at s=$S b=$B failed"; tail -5 "$WORK/out"; exit 1; }
     tpb=$(field tp_bytes_per_rank_step) tps3=$(field tokens_per_s)
     t3=$(awk -v n=$tokens -v t="$tps3" 'BEGIN { printf "%.4f", n / t }')
     for U in 2 4 8; do
-      xrun "$TRAIN" "${small[@]}" --pp 2 --schedule zeropp --unit-size $U --micro-batch $((B / 2)) ||
+      run shaped "$TRAIN" "${small[@]}" --pp 2 --schedule zeropp --unit-size $U --micro-batch $((B / 2)) ||
         { echo "error: zeropp at s=$S U=$U b=$B failed"; tail -5 "$WORK/out"; exit 1; }
       zb=$(field counted_bytes_per_rank_step) tpsz=$(field tokens_per_s)
       tz=$(awk -v n=$tokens -v t="$tpsz" 'BEGIN { printf "%.4f", n / t }')

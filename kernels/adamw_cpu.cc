@@ -12,9 +12,6 @@ namespace zeropp {
 namespace kernels {
 namespace {
 
-using Coeffs = AdamWCoeffs;
-Coeffs Make(const AdamWHyper& h) { return MakeAdamWCoeffs(h); }
-
 inline float Bf16ToFloat(uint16_t x) {
   uint32_t u = static_cast<uint32_t>(x) << 16;
   float f;
@@ -30,7 +27,7 @@ inline uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-void ScalarRange(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end) {
+void ScalarRange(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const float g = a.grad ? a.grad[i] : Bf16ToFloat(a.grad_bf16[i]);
     // The vector paths' (and the CUDA kernel's) rounding order, element for element: std::fma
@@ -46,7 +43,7 @@ void ScalarRange(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end
   }
 }
 
-__attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const Coeffs& c, int64_t begin, int64_t end) {
+__attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin, int64_t end) {
   const __m256 b1 = _mm256_set1_ps(c.b1), b2 = _mm256_set1_ps(c.b2), omb1 = _mm256_set1_ps(c.one_minus_b1),
                omb2 = _mm256_set1_ps(c.one_minus_b2), eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.step_size),
                inv_bc2 = _mm256_set1_ps(c.inv_bc2_sqrt), decay = _mm256_set1_ps(c.decay);
@@ -74,7 +71,7 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const Coe
   ScalarRange(a, c, i, end);
 }
 
-__attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a, const Coeffs& c, int64_t begin,
+__attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin,
                                                               int64_t end) {
   const __m512 b1 = _mm512_set1_ps(c.b1), b2 = _mm512_set1_ps(c.b2), omb1 = _mm512_set1_ps(c.one_minus_b1),
                omb2 = _mm512_set1_ps(c.one_minus_b2), eps = _mm512_set1_ps(c.eps), ss = _mm512_set1_ps(c.step_size),
@@ -112,7 +109,7 @@ __attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a,
   ScalarRange(a, c, i, end);
 }
 
-using RangeFn = void (*)(const AdamWArgs&, const Coeffs&, int64_t, int64_t);
+using RangeFn = void (*)(const AdamWArgs&, const AdamWCoeffs&, int64_t, int64_t);
 
 RangeFn Pick(CpuPath p) {
   switch (p) {
@@ -173,7 +170,7 @@ void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads
   if ((a.grad == nullptr) == (a.grad_bf16 == nullptr) || !a.param || !a.exp_avg || !a.exp_avg_sq || a.n < 0) {
     throw std::invalid_argument("AdamWCpu: expected param, exp_avg, exp_avg_sq and exactly one of grad / grad_bf16");
   }
-  const Coeffs c = Make(h);
+  const AdamWCoeffs c = MakeAdamWCoeffs(h);
   RangeFn fn = Pick(path);
   Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
 }

@@ -112,7 +112,7 @@ void FlatParam::AccumulateGradShard(const at::Tensor& reduced) {
   at::Tensor g = AcquireGradShard(/*read=*/grad_written_);
   if (grad_written_) {
     // An offloaded shard lives on the host while the reduced gradient comes from the device.
-    g.add_(reduced.device() == g.device() ? reduced : reduced.to(g.device()));
+    g.add_(reduced.to(g.device()));  // no copy when already there
   } else {
     g.copy_(reduced);
   }
