@@ -1,12 +1,35 @@
 #!/usr/bin/env bash
 # ./zpp bench planner-local: the planner's predictions (scheduler/planner, calibrated once on this
 # machine by ./zpp calibrate) beside every layout measured by ./zpp bench zeropp-vs-3d (shaped and
-# unshaped) and ./zpp bench pipeline (pp=4, pp=2), from their newest committed results; RESULT
-# lines: share of layouts within 10% (step time; peak memory where the bench measured it).
-#   ./zpp bench planner-local [--recalibrate]
+# unshaped) and ./zpp bench pipeline (pp=4, pp=2); RESULT lines: share of layouts within 10% (step
+# time; peak memory where the bench measured it).
+#   ./zpp bench planner-local            the newest committed results of both benches
+#   ./zpp bench planner-local --fresh    calibrate, then run both benches, in this invocation (the
+#                                        calibration and the measurements see the same machine;
+#                                        this one drifts by 5-10% in matmul and loopback speed
+#                                        from day to day), about 15 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //tools:plan
-if [[ "${1:-}" == "--recalibrate" || ! -f scheduler/planner/hardware/cpu-local.json ]]; then tools/calibrate.sh; fi
+HW=scheduler/planner/hardware/cpu-local.json
 echo "# command: ./zpp bench planner-local $*  ($(date -u +%Y-%m-%d))"
-python3 benchmarks/planner_local.py
+case "${1:-}" in
+  "")
+    [[ -f $HW ]] || tools/calibrate.sh
+    python3 benchmarks/planner_local.py --hardware "$HW"
+    ;;
+  --fresh)
+    WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
+    trap 'rm -rf "$WORK"' EXIT
+    # Sub-bench output is kept, prefixed "#| ": the measurements behind the table below.
+    tools/calibrate.sh "$HW" 2>&1 | sed 's/^/#| /'
+    benchmarks/zeropp-vs-3d.sh --no-crossover --plot "$WORK/vs3d.png" >"$WORK/vs3d.txt" 2>&1 ||
+      { sed 's/^/#| /' "$WORK/vs3d.txt"; exit 1; }
+    sed 's/^/#| /' "$WORK/vs3d.txt"
+    ZPP_PIPELINE_OUT="$WORK/pipeline" ZPP_BENCH_STEPS=20 benchmarks/pipeline.sh >"$WORK/pipeline.txt" 2>&1 ||
+      { sed 's/^/#| /' "$WORK/pipeline.txt"; exit 1; }
+    sed 's/^/#| /' "$WORK/pipeline.txt"
+    python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/vs3d.txt" --pipeline "$WORK/pipeline.txt"
+    ;;
+  *) echo "planner-local: unknown option '$1' (expected nothing or --fresh)" >&2; exit 2 ;;
+esac

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """planner_local.py: the planner's predictions beside the measurements taken on this machine.
 
-Reads the newest committed results of `./zpp bench zeropp-vs-3d` (both link shapings) and
-`./zpp bench pipeline` (pp=4 and pp=2), predicts every layout with bazel-bin/tools/plan --predict
-on the calibrated description (scheduler/planner/hardware/cpu-local.json, from ./zpp calibrate,
-which never looks at these runs), and prints prediction/measurement per layout; RESULT lines
-give the share within 10% and the mean error, for step time and (zeropp-vs-3d) peak memory.
+Reads the output of `./zpp bench zeropp-vs-3d` (both link shapings) and `./zpp bench pipeline`
+(pp=4 and pp=2), by default their newest committed results, predicts every layout with
+bazel-bin/tools/plan --predict on the calibrated description (scheduler/planner/hardware/
+cpu-local.json, from ./zpp calibrate, which never looks at these runs), and prints
+prediction/measurement per layout; RESULT lines give the share within 10% and the mean error, for
+step time and (zeropp-vs-3d) peak memory.
+  planner_local.py [--hardware JSON] [--vs3d FILE] [--pipeline FILE]
 """
+import argparse
 import glob
 import json
 import re
@@ -14,7 +17,7 @@ import subprocess
 import sys
 
 PLAN = "bazel-bin/tools/plan"
-HW = "scheduler/planner/hardware/cpu-local.json"
+HW = "scheduler/planner/hardware/cpu-local.json"  # replaced by --hardware
 
 
 def newest(pattern):
@@ -61,10 +64,17 @@ PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 se
 
 
 def main():
+    global HW
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hardware", default=HW)
+    ap.add_argument("--vs3d", default=None)
+    ap.add_argument("--pipeline", default=None)
+    args = ap.parse_args()
+    HW = args.hardware
     hw = hardware()
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
     rows = []
-    vs = newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
+    vs = args.vs3d or newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
     gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
     cols = {}
     for line in open(vs):
@@ -81,7 +91,7 @@ def main():
         # idle RSS ./zpp calibrate measured to compare with the predicted total.
         rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[cols["rssMB"]]) + idle_rss_mb,
                      float(p["mem_mb"])))
-    pipe = newest("benchmarks/results/pipeline-2*[0-9].txt")
+    pipe = args.pipeline or newest("benchmarks/results/pipeline-2*[0-9].txt")
     pp = None
     for line in open(pipe):
         m = re.search(r"pipeline bench: .*pp=(\d+)", line)

@@ -8,7 +8,9 @@
 # counted) beside the formulas, bytes per step on the inter-node link (veth counters) and on
 # node 0's loopback. Then the crossover sweep (sequence length x U at fixed width: counted bytes
 # of both designs against the paper's condition 2*s*U*b > 9*h), a plot, and RESULT lines.
-#   ./zpp bench zeropp-vs-3d [--rate 1gbit] [--steps 10] [--model llama]
+#   ./zpp bench zeropp-vs-3d [--rate 1gbit] [--steps 10] [--model llama] [--no-crossover] [--plot PNG]
+# --no-crossover: the layout table and its RESULT lines only; --plot: where the table's plot goes
+# (default benchmarks/results/zeropp-vs-3d-DATE.png). ./zpp bench planner-local --fresh uses both.
 # --model llama: the Llama-style decoder (RMSNorm, rotary, SwiGLU, 2 key/value heads for 4 query
 # heads) instead of the GPT, every layout but sequence parallelism (the Llama's TP form has none)
 # and the plain PP hybrids, no crossover sweep; files get a -llama suffix.
@@ -16,13 +18,16 @@
 # compare the designs on this machine only; the byte counts are exact anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=1gbit STEPS=10 MODEL_KIND=gpt
+RATE=1gbit STEPS=10 MODEL_KIND=gpt CROSSOVER=1 PLOT=""
 while (($#)); do
   case "$1" in
     --rate) RATE="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
     --model) MODEL_KIND="$2"; shift 2 ;;
-    *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --model gpt|llama)" >&2; exit 2 ;;
+    --no-crossover) CROSSOVER=0; shift ;;
+    --plot) PLOT="$2"; shift 2 ;;
+    *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --model gpt|llama, --no-crossover," \
+         "--plot PNG)" >&2; exit 2 ;;
   esac
 done
 bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d //benchmarks:matmul_bench
@@ -118,8 +123,9 @@ for shape in unshaped shaped; do
       "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo"
   done
 done
-python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png" "$two_nodes"
-[[ $MODEL_KIND == gpt ]] || exit 0
+python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "${PLOT:-benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png}" \
+  "$two_nodes"
+[[ $MODEL_KIND == gpt && $CROSSOVER == 1 ]] || exit 0
 
 # The crossover: bytes per step of rank 0's sharding group for ZeroPP (pp2 x zero2, U micro-batches
 # per unit, b/2 sequences per rank's micro-batch) and for 3D tp2 x pp2 (the same global micro-batch

@@ -126,6 +126,31 @@ TEST(CostModel, LayerCostByHand) {
   EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
 }
 
+// The executor's measured costs (./zpp calibrate on a CPU box): the optimizer at its measured
+// rate instead of the memory-bound formula, and the gradient bookkeeping per parameter of the layer
+// per micro-batch inside W, scaled by how many ranks share a core but not by compute_overhead.
+TEST(CostModel, MeasuredOptimizerRateAndGradientBookkeeping) {
+  std::string text = kHw;
+  text.replace(text.find("\"allreduce_algorithm\""), 0,
+               "\"optimizer_mparams_per_s\": 250, \"grad_handling_ns_per_param\": 0.5, \"compute_overhead\": 1.5, ");
+  const Hardware h = ParseHardware(text, "measured");
+  const Hardware plain = Toy();
+  EXPECT_NEAR(OptimizerSeconds(h, 1e6), 1e6 / 250e6, 1e-15);
+  EXPECT_NEAR(OptimizerSeconds(plain, 1e6), 1e6 * 30 / (1000e9 * 0.5), 1e-15);  // bf16: 30 B per parameter
+  const ModelShape m = Small();
+  ComputeOptions o;
+  o.micro_batch = 2;
+  o.share = 2;
+  o.compute_scale = o.share * h.compute_overhead;
+  const double layer_params = 12.0 * 64 * 64 + 13 * 64;  // QKV, proj, fc, fc2 with biases; two norms
+  ASSERT_NEAR(m.LayerParameters(), layer_params, 0.5);
+  const ActionCost with = LayerCost(m, h, o), without = LayerCost(m, plain, o);
+  EXPECT_NEAR(with.backward_weight_s - without.backward_weight_s, layer_params * 0.5e-9 * 2, 1e-15);
+  EXPECT_NEAR(with.forward_s, without.forward_s, 1e-18);
+  const ActionCost head = HeadCost(m, h, o), head_plain = HeadCost(m, plain, o);
+  EXPECT_NEAR(head.backward_weight_s - head_plain.backward_weight_s, 128.0 * 64 * 0.5e-9 * 2, 1e-15);
+}
+
 TEST(MemoryModel, ActivationAndStateFormulas) {
   const Hardware h = Toy();
   const ModelShape m = Small();

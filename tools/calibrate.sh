@@ -8,8 +8,10 @@
 #     latency from the 1 KiB time);
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
-#   - compute_overhead: a 1-rank training run of the zeropp-vs-3d GPT (no communication) timed,
-#     over the cost model's prediction of the same run (one factor for everything shapes miss);
+#   - from a 1-rank training run of the zeropp-vs-3d GPT with --profile (no communication):
+#     compute_overhead (its forward + backward time over the cost model's: eager-mode costs
+#     shapes cannot see), the optimizer's rate, and the executor's gradient bookkeeping per
+#     parameter per micro-batch;
 #   - the shaped inter-node link is the one tools/two_nodes.sh configures (tc tbf 1gbit per
 #     direction), written from that configuration, not measured here.
 set -euo pipefail
@@ -68,24 +70,42 @@ with open(out, "w") as f:
 print("calibrate: wrote", out)
 print(hw["source"])
 PY
-# One factor for what the shape model misses on this box: a 1-rank run of the zeropp-vs-3d GPT.
+# The executor's costs that shapes miss, from one reference run: a 1-rank run of the zeropp-vs-3d
+# GPT with --profile (no communication). Its profile splits the step into forward + backward
+# (compute_overhead: their time over the cost model's), the optimizer (optimizer_mparams_per_s)
+# and the executor's per-chunk gradient bookkeeping (grad_handling_ns_per_param, per parameter
+# per micro-batch). The planner is then checked on layouts it was not calibrated on
+# (./zpp bench planner-local).
 GPT=(--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --global-batch 32)
+M=8
 run1="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --width 256 --depth 4 --heads 4 \
-  --context 128 --microbatches 8 --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 2>&1)"
+  --context 128 --microbatches $M --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 --profile 2>&1)"
 tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+')"
+params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
+profile="$(grep -oP '(?<=PROFILE ).*' <<<"$run1")"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
 idle="$(( $(grep -oP '(?<=DONE ).*' <<<"$run1" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
           $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' <<<"$run1") ))"
-pred="$(bazel-bin/tools/plan "${GPT[@]}" --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch 4 |
-  grep -oP '(?<=tokens_per_s=)[0-9.]+')"
-python3 - "$OUT" "$tok" "$pred" "$idle" <<'PY'
-import json, sys
-out, measured, predicted = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+pred="$(bazel-bin/tools/plan "${GPT[@]}" --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch 4)"
+python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$profile" "$pred" <<'PY'
+import json, re, sys
+out, measured, idle, params, m, profile, pred = sys.argv[1:]
+measured, params, m = float(measured), float(params), int(m)
+prof = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", profile)}
+p = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", pred)}
+step = prof["step_s"]
+compute = step * sum(prof[k] for k in ("forward", "backward", "backward_input", "backward_weight", "recompute")) / 100
 hw = json.load(open(out))
-hw["idle_rss_mb"] = float(sys.argv[4])  # not read by the planner: the local validation's RSS offset
-hw["compute_overhead"] = round(predicted / measured, 4)
-hw["source"] += "; compute_overhead %.3f = a 1-rank run's %.0f tokens/s against the cost model's %.0f" % (
-    hw["compute_overhead"], measured, predicted)
+hw["idle_rss_mb"] = float(idle)  # not read by the planner: the local validation's RSS offset
+hw["compute_overhead"] = round(compute / p["compute_s"], 4)
+hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
+hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
+hw["source"] += ("; from a 1-rank run (%.0f tokens/s, step %.4f s, %s): compute_overhead %.3f = its forward + "
+                 "backward %.4f s over the cost model's %.4f s, optimizer %.1f Mparam/s, gradient bookkeeping "
+                 "%.3f ns per parameter per micro-batch" % (measured, step, profile, hw["compute_overhead"], compute,
+                 p["compute_s"], hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"]))
 json.dump(hw, open(out, "w"), indent=2)
-print("calibrate: compute_overhead %.3f (1-rank GPT run %.0f tokens/s, cost model %.0f)" % (hw["compute_overhead"], measured, predicted))
+print("calibrate: compute_overhead %.3f, optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns/param/micro-batch "
+      "(1-rank GPT run: %s)" % (hw["compute_overhead"], hw["optimizer_mparams_per_s"],
+                                hw["grad_handling_ns_per_param"], profile))
 PY

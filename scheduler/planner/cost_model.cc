@@ -102,6 +102,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   c.forward_s *= o.compute_scale;
   c.backward_input_s *= o.compute_scale;
   c.backward_weight_s *= o.compute_scale;
+  c.backward_weight_s += m.LayerParameters() / t * hw.grad_handling_s_per_param * o.share;
   return c;
 }
 
@@ -115,13 +116,14 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   const double ew = tokens * n * (hw.value_bytes + 4 + 4) / (hw.memory_bytes_per_s * hw.memory_efficiency);
   c.forward_s = (f + ew) * o.compute_scale;
   c.backward_input_s = (di + ew) * o.compute_scale;
-  c.backward_weight_s = dw * o.compute_scale;
+  c.backward_weight_s = dw * o.compute_scale + m.vocab * k / t * hw.grad_handling_s_per_param * o.share;
   c.matmul_s = f + di + dw;
   c.elementwise_s = 2 * ew;
   return c;
 }
 
 double OptimizerSeconds(const Hardware& hw, double params) {
+  if (hw.optimizer_params_per_s > 0) return params / hw.optimizer_params_per_s;
   // bf16: read fp32 master, m, v, gradient (4 x 4 B) and write master, m, v (3 x 4 B) and the
   // bf16 compute copy (2 B); fp32: no separate copy.
   const double bytes = hw.value_bytes == 2 ? 30.0 : 28.0;

@@ -8,7 +8,8 @@
 // softmax) costs the bytes it moves over memory bandwidth; the constants below count passes.
 // Tensor parallelism (Megatron): per layer, 2 all-reduces of the b*s*h activation in forward and
 // 2 in backward (with sequence parallelism: all-gathers and reduce-scatters of the same total),
-// on the critical path, inside F and Bi.
+// on the critical path, inside F and Bi. The executor's gradient bookkeeping
+// (grad_handling_ns_per_param per parameter of the layer, per micro-batch) is part of W.
 // Collectives: alpha-beta per algorithm over the group's link class: a group inside one node
 // uses the intra-node link; a group spanning nodes with g of its ranks per node gets
 // min(intra, inter_node_total * g / devices_per_node), every local rank being in a concurrent
@@ -45,7 +46,8 @@ struct ComputeOptions {
   int tp = 1;
   bool sequence_parallel = false;
   int micro_batch = 1;
-  double compute_scale = 1;  // > 1 when ranks share compute units (CPU box)
+  double compute_scale = 1;  // > 1 when ranks share compute units (CPU box), times compute_overhead
+  double share = 1;          // the sharing part of compute_scale alone
 };
 
 // One micro-batch through one layer (or the LM head and loss), split as the simulator needs it.
@@ -63,8 +65,9 @@ struct ActionCost {
 ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);
 ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);  // LM head + loss
 
-// AdamW over `params` parameters held by one rank: memory-bound, bytes per parameter for the
-// compute dtype (bf16: fp32 master, moments and gradient read, bf16 copy written).
+// AdamW over `params` parameters held by one rank: at the measured rate where the description
+// has one, else memory-bound, bytes per parameter for the compute dtype (bf16: fp32 master,
+// moments and gradient read, bf16 copy written).
 double OptimizerSeconds(const Hardware& hw, double params);
 
 }  // namespace planner

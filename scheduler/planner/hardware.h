@@ -13,6 +13,13 @@
 //   compute_overhead             optional, default 1: factor on every compute time. Measured on a
 //                                CPU box by ./zpp calibrate (a 1-rank run's step over the cost
 //                                model's: eager-mode overhead shapes cannot see); 1 on GPUs
+//   optimizer_mparams_per_s      optional: one rank's measured AdamW step rate (parameters per
+//                                second / 1e6, gradient norm and clipping included); absent: the
+//                                memory-bound model of OptimizerSeconds
+//   grad_handling_ns_per_param   optional, default 0: the executor's own gradient bookkeeping per
+//                                parameter of a chunk per micro-batch (zeroing the unsharded
+//                                gradient buffer, handing it to the reduction, accumulating the
+//                                result), measured on a CPU box by ./zpp calibrate
 //   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
 //                                reserved: runtime context + allocator slack, never usable
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
@@ -47,6 +54,8 @@ struct Hardware {
   double matmul_half_dim = 128;
   double attention_efficiency = 0.5;
   double compute_overhead = 1;
+  double optimizer_params_per_s = 0;  // 0: memory-bound model
+  double grad_handling_s_per_param = 0;
   double memory_bytes = 0;
   double memory_bytes_per_s = 0;
   double memory_efficiency = 0.85;

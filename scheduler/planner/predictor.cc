@@ -17,14 +17,14 @@ int RanksPerNode(int group, int stride, int devices_per_node) {
   return std::max(1, std::min(group, devices_per_node / std::max(1, stride)));
 }
 
-double ComputeScale(const Hardware& hw, int devices_on_box) {
-  const double share =
-      hw.shared_compute_units > 0 ? std::max(1.0, static_cast<double>(devices_on_box) / hw.shared_compute_units) : 1.0;
-  return share * hw.compute_overhead;
+// How many ranks share one compute unit (1 on GPUs).
+double ComputeShare(const Hardware& hw, int devices_on_box) {
+  return hw.shared_compute_units > 0 ? std::max(1.0, static_cast<double>(devices_on_box) / hw.shared_compute_units)
+                                     : 1.0;
 }
 
 // Step-end reduction across replicas and the optimizer, as (reduce seconds, optimizer seconds).
-std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const Hardware& hw) {
+std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const Hardware& hw, double share) {
   const int g = hw.devices_per_node;
   double own = 0, grad_bytes_per_param = 0;
   int stride = 1;
@@ -48,7 +48,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
       reduce = CollectiveSeconds(hw, CollectiveKind::kAllReduce, own * grad_bytes_per_param, l.dp, rpn);
     }
   }
-  const double optim = OptimizerSeconds(hw, own / (l.zero1 ? l.dp : 1));
+  const double optim = OptimizerSeconds(hw, own / (l.zero1 ? l.dp : 1)) * share;
   return {reduce, optim};
 }
 
@@ -96,7 +96,8 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   co.tp = l.tp;
   co.sequence_parallel = l.sequence_parallel;
   co.micro_batch = l.micro_batch;
-  co.compute_scale = ComputeScale(hw, devices_on_box);
+  co.share = ComputeShare(hw, devices_on_box);
+  co.compute_scale = co.share * hw.compute_overhead;
   const ActionCost layer = LayerCost(m, hw, co);
   const ActionCost head = HeadCost(m, hw, co);
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
@@ -126,7 +127,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     // them in place on a GPU.
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
   }
-  const auto tail = StepTail(m, l, hw);
+  const auto tail = StepTail(m, l, hw, co.share);
   c.optimizer_s = tail.first + tail.second;
   return {c, layer, tail.first, tail.second};
 }
