@@ -123,6 +123,26 @@ TEST(EngineAccountingTest, PeakUnshardedRespectsLiveUnitCap) {
   EXPECT_EQ(ranks[0].memory.unsharded_peak_bytes, all);
 }
 
+// Each reduce-scatter in flight holds its unit's unsharded gradient until it lands: the unit
+// computing its backward, the tied embedding's unit (accumulating from the head's backward to its
+// own), and at most max_pending_reductions being reduced.
+TEST(EngineAccountingTest, PeakUnshardedGradRespectsPendingReductionCap) {
+  for (int cap : {1, 2}) {
+    ParityCase c = MlpCase(2, 3, true);
+    c.model = ModelKind::kGpt;
+    c.options.max_pending_reductions = cap;
+    c.steps = 2;
+    auto ranks = testing::RunZeropp(c);
+    std::vector<int64_t> bytes;
+    for (int64_t p : ranks[0].unit_padded) bytes.push_back(p * 4);
+    std::sort(bytes.rbegin(), bytes.rend());
+    int64_t bound = 0;
+    for (int i = 0; i < 2 + cap && i < static_cast<int>(bytes.size()); ++i) bound += bytes[i];
+    EXPECT_LE(ranks[0].memory.grad_unsharded_peak_bytes, bound) << "cap " << cap;
+    EXPECT_GT(ranks[0].memory.grad_unsharded_peak_bytes, 0);
+  }
+}
+
 // bf16 compute with fp32 masters, gradients reduced in bf16 or fp32, on every device: close to the
 // fp32 run after 10 steps, loss falling. On a GPU, the caching allocator holds at least the
 // engine's resident model state.

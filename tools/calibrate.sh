@@ -8,7 +8,8 @@
 #     latency from the 1 KiB time);
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
-#   - from a 1-rank training run of the zeropp-vs-3d GPT with --profile (no communication):
+#   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
+#     per core at once (the box as busy as a multi-rank run leaves it):
 #     compute_overhead (its forward + backward time over the cost model's: eager-mode costs
 #     shapes cannot see), the optimizer's rate, and the executor's gradient bookkeeping per
 #     parameter per micro-batch;
@@ -70,28 +71,38 @@ with open(out, "w") as f:
 print("calibrate: wrote", out)
 print(hw["source"])
 PY
-# The executor's costs that shapes miss, from one reference run: a 1-rank run of the zeropp-vs-3d
-# GPT with --profile (no communication). Its profile splits the step into forward + backward
-# (compute_overhead: their time over the cost model's), the optimizer (optimizer_mparams_per_s)
-# and the executor's per-chunk gradient bookkeeping (grad_handling_ns_per_param, per parameter
-# per micro-batch). The planner is then checked on layouts it was not calibrated on
-# (./zpp bench planner-local).
+# The executor's costs that shapes miss, from one reference layout: 1-rank runs of the zeropp-vs-3d
+# GPT with --profile (no communication), one per core at once, so that each sees the box as busy
+# as a multi-rank run leaves it (alone, a rank runs ~9% faster here: shared caches and memory).
+# Their mean profile splits the step into forward + backward (compute_overhead: their time over the
+# cost model's), the optimizer (optimizer_mparams_per_s) and the executor's per-chunk gradient
+# bookkeeping (grad_handling_ns_per_param, per parameter per micro-batch). The planner is then
+# checked on layouts it was not calibrated on (./zpp bench planner-local).
 GPT=(--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --global-batch 32)
 M=8
-run1="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --width 256 --depth 4 --heads 4 \
-  --context 128 --microbatches $M --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 --profile 2>&1)"
-tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+')"
+UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
+REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
+trap 'rm -rf "$REF"' EXIT
+for ((i = 0; i < UNITS; i++)); do
+  bazel-bin/tools/launcher --nproc-per-node 1 --master-port $((29650 + i)) -- bazel-bin/tools/train --width 256 \
+    --depth 4 --heads 4 --context 128 --microbatches $M --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 \
+    --profile >"$REF/run$i.txt" 2>&1 &
+done
+wait
+run1="$(cat "$REF"/run*.txt)"
+tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' | awk '{ s += $1 } END { print s / NR }')"
 params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
 profile="$(grep -oP '(?<=PROFILE ).*' <<<"$run1")"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
-idle="$(( $(grep -oP '(?<=DONE ).*' <<<"$run1" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
-          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' <<<"$run1") ))"
+idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
+          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/run0.txt") ))"
 pred="$(bazel-bin/tools/plan "${GPT[@]}" --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch 4)"
 python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$profile" "$pred" <<'PY'
 import json, re, sys
 out, measured, idle, params, m, profile, pred = sys.argv[1:]
 measured, params, m = float(measured), float(params), int(m)
-prof = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", profile)}
+runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in profile.splitlines()]
+prof = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}  # the mean of the concurrent runs
 p = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", pred)}
 step = prof["step_s"]
 compute = step * sum(prof[k] for k in ("forward", "backward", "backward_input", "backward_weight", "recompute")) / 100
@@ -100,12 +111,13 @@ hw["idle_rss_mb"] = float(idle)  # not read by the planner: the local validation
 hw["compute_overhead"] = round(compute / p["compute_s"], 4)
 hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
 hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
-hw["source"] += ("; from a 1-rank run (%.0f tokens/s, step %.4f s, %s): compute_overhead %.3f = its forward + "
-                 "backward %.4f s over the cost model's %.4f s, optimizer %.1f Mparam/s, gradient bookkeeping "
-                 "%.3f ns per parameter per micro-batch" % (measured, step, profile, hw["compute_overhead"], compute,
-                 p["compute_s"], hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"]))
+hw["source"] += ("; from %d concurrent 1-rank runs (mean %.0f tokens/s, step %.4f s): compute_overhead %.3f = "
+                 "their forward + backward %.4f s over the cost model's %.4f s, optimizer %.1f Mparam/s, gradient "
+                 "bookkeeping %.3f ns per parameter per micro-batch"
+                 % (len(runs), measured, step, hw["compute_overhead"], compute, p["compute_s"],
+                    hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"]))
 json.dump(hw, open(out, "w"), indent=2)
 print("calibrate: compute_overhead %.3f, optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns/param/micro-batch "
-      "(1-rank GPT run: %s)" % (hw["compute_overhead"], hw["optimizer_mparams_per_s"],
-                                hw["grad_handling_ns_per_param"], profile))
+      "(mean of %d concurrent 1-rank GPT runs, step %.4f s)" % (hw["compute_overhead"], hw["optimizer_mparams_per_s"],
+                                                              hw["grad_handling_ns_per_param"], len(runs), step))
 PY

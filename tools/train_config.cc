@@ -189,6 +189,8 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"clip", {false, [&](const std::string& v) { e.max_grad_norm = f64("clip", v, 0, 1e9); }}},
       {"prefetch", {false, [&](const std::string& v) { e.prefetch_depth = i32("prefetch", v, 0); }}},
       {"max-live-units", {false, [&](const std::string& v) { e.max_live_units = i32("max-live-units", v, 0); }}},
+      {"max-pending-reductions",
+       {false, [&](const std::string& v) { e.max_pending_reductions = i32("max-pending-reductions", v, 0); }}},
       {"param-dtype", {false, [&](const std::string& v) { e.param_dtype = dtype("param-dtype", v); }}},
       {"reduce-dtype", {false, [&](const std::string& v) { e.reduce_dtype = dtype("reduce-dtype", v); }}},
       {"reshard-after-forward", {true, [&](const std::string& v) { e.reshard_after_forward = boolean("reshard-after-forward", v); }}},

@@ -316,9 +316,19 @@ void Engine::ReduceGrad(int u) {
 }
 
 void Engine::FinishReductions(bool block) {
+  // Reductions complete in the order they were issued (one communication thread per group). Each
+  // holds its unit's unsharded gradient until it lands, so beyond max_pending_reductions in flight
+  // the oldest are waited for: a compute thread running ahead of a slow link would otherwise hold
+  // one unsharded gradient per reduction it issued (FSDP's reduce-scatter and DeepSpeed's bucketed
+  // reduction bound this the same way).
+  const size_t cap = block ? 0
+                     : options_.max_pending_reductions > 0 ? static_cast<size_t>(options_.max_pending_reductions)
+                                                             : pending_.size();
+  const size_t must = pending_.size() > cap ? pending_.size() - cap : 0;
   std::vector<PendingReduce> left;
-  for (auto& p : pending_) {
-    if (!block && !p.work->IsCompleted()) {
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    PendingReduce& p = pending_[i];
+    if (i >= must && !p.work->IsCompleted()) {
       left.push_back(std::move(p));
       continue;
     }

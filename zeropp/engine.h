@@ -125,7 +125,8 @@ class Engine {
   void ReduceGrad(int u);
   // The unsharded gradient of a unit in grad state kAccumulating (throws std::logic_error else).
   at::Tensor UnshardedGrad(int u);
-  // Lands finished reductions (all of them when `block`): kReducing -> kNone.
+  // Lands finished reductions (all of them when `block`; otherwise waits for the oldest beyond
+  // EngineOptions::max_pending_reductions): kReducing -> kNone.
   void FinishReductions(bool block);
   // Runs unit u's children on x (its shard state must be kUnsharded, with its deps).
   at::Tensor RunUnit(int u, const at::Tensor& x);

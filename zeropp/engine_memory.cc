@@ -43,7 +43,12 @@ void Engine::EstimateAndCheckBudget() {
   int64_t unsharded = 0;
   for (int i = 0; i < live && i < static_cast<int>(unit_bytes.size()); ++i) unsharded += unit_bytes[i];
   int64_t grads = 0;
-  const int grad_units = options_.no_sync ? static_cast<int>(unit_bytes.size()) : std::min<int>(2, unit_bytes.size());
+  // One accumulating, one tied unit accumulating from its user's backward (the head's gradient
+  // lands in the embedding's unit), and up to max_pending_reductions being reduced.
+  const int pending = options_.max_pending_reductions > 0 ? options_.max_pending_reductions
+                                                          : static_cast<int>(unit_bytes.size());
+  const int grad_units = options_.no_sync ? static_cast<int>(unit_bytes.size())
+                                          : std::min<int>(2 + pending, unit_bytes.size());
   for (int i = 0; i < grad_units; ++i) grads += unit_bytes[i];
   const int64_t resident_state = m.ModelStateBytes() - m.nvme_bytes;
   const int64_t pool = host_pool_ ? options_.offload.host_budget_bytes : 0;

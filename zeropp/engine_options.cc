@@ -27,6 +27,9 @@ std::string EngineOptions::Validate() const {
   std::vector<std::string> p;
   if (prefetch_depth < 0) p.push_back(absl::StrCat("prefetch_depth(", prefetch_depth, ") must be >= 0"));
   if (max_live_units < 0) p.push_back(absl::StrCat("max_live_units(", max_live_units, ") must be >= 0 (0 = no cap)"));
+  if (max_pending_reductions < 0) {
+    p.push_back(absl::StrCat("max_pending_reductions(", max_pending_reductions, ") must be >= 0 (0 = no cap)"));
+  }
   if (param_dtype != at::kFloat && param_dtype != at::kBFloat16) {
     p.push_back(absl::StrCat("param_dtype(", c10::toString(param_dtype), ") must be float32 or bfloat16"));
   }

@@ -52,6 +52,9 @@ struct EngineOptions {
   UnitPolicy units;
   int prefetch_depth = 1;           // units gathered ahead of the one computing (0 = none)
   int max_live_units = 0;           // cap on unsharded units at once (0 = no cap)
+  // Gradient reduce-scatters in flight at once, each holding its unit's unsharded gradient until
+  // it lands; issuing one more waits for the oldest (0 = no cap).
+  int max_pending_reductions = 2;
   // true: free a unit's gathered parameters after its forward and gather again for backward
   // (ZeRO-3). false: keep them from forward to backward (ZeRO-2-like): peak memory then holds every
   // unit unsharded (the whole model in compute dtype), one all-gather less per unit.
