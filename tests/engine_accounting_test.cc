@@ -98,6 +98,14 @@ TEST(EngineAccountingTest, ModelStateBytesAre16PsiOverN) {
   }
 }
 
+// fp32 bytes of the n largest units (padded element counts).
+int64_t LargestUnitsBytes(std::vector<int64_t> padded, int n) {
+  std::sort(padded.rbegin(), padded.rend());
+  int64_t sum = 0;
+  for (int i = 0; i < n && i < static_cast<int>(padded.size()); ++i) sum += padded[i] * 4;
+  return sum;
+}
+
 TEST(EngineAccountingTest, PeakUnshardedRespectsLiveUnitCap) {
   for (int cap : {2, 3}) {
     ParityCase c = MlpCase(2, 2, true);
@@ -106,12 +114,7 @@ TEST(EngineAccountingTest, PeakUnshardedRespectsLiveUnitCap) {
     c.options.prefetch_depth = 2;
     c.steps = 2;
     auto ranks = testing::RunZeropp(c);
-    std::vector<int64_t> bytes;
-    for (int64_t p : ranks[0].unit_padded) bytes.push_back(p * 4);
-    std::sort(bytes.rbegin(), bytes.rend());
-    int64_t bound = 0;
-    for (int i = 0; i < cap && i < static_cast<int>(bytes.size()); ++i) bound += bytes[i];
-    EXPECT_LE(ranks[0].memory.unsharded_peak_bytes, bound) << "cap " << cap;
+    EXPECT_LE(ranks[0].memory.unsharded_peak_bytes, LargestUnitsBytes(ranks[0].unit_padded, cap)) << "cap " << cap;
     EXPECT_GT(ranks[0].memory.unsharded_peak_bytes, 0);
   }
   // Without resharding after forward every unit is gathered at once at the end of forward.
@@ -133,12 +136,8 @@ TEST(EngineAccountingTest, PeakUnshardedGradRespectsPendingReductionCap) {
     c.options.max_pending_reductions = cap;
     c.steps = 2;
     auto ranks = testing::RunZeropp(c);
-    std::vector<int64_t> bytes;
-    for (int64_t p : ranks[0].unit_padded) bytes.push_back(p * 4);
-    std::sort(bytes.rbegin(), bytes.rend());
-    int64_t bound = 0;
-    for (int i = 0; i < 2 + cap && i < static_cast<int>(bytes.size()); ++i) bound += bytes[i];
-    EXPECT_LE(ranks[0].memory.grad_unsharded_peak_bytes, bound) << "cap " << cap;
+    EXPECT_LE(ranks[0].memory.grad_unsharded_peak_bytes, LargestUnitsBytes(ranks[0].unit_padded, 2 + cap))
+        << "cap " << cap;
     EXPECT_GT(ranks[0].memory.grad_unsharded_peak_bytes, 0);
   }
 }

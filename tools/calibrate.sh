@@ -90,7 +90,8 @@ for ((i = 0; i < UNITS; i++)); do
 done
 wait
 run1="$(cat "$REF"/run*.txt)"
-tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' | awk '{ s += $1 } END { print s / NR }')"
+tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' |
+  awk '{ s += $1 } END { print s / NR }')"
 params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
 profile="$(grep -oP '(?<=PROFILE ).*' <<<"$run1")"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
