@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 PLAN = "bazel-bin/tools/plan"
-HW = "scheduler/planner/hardware/cpu-local.json"  # replaced by --hardware
+HW = "scheduler/planner/hardware/cpu-local.json"  # the default of --hardware
 
 
 def newest(pattern):
@@ -27,15 +27,15 @@ def newest(pattern):
     return files[-1]
 
 
-def predict(args):
-    out = subprocess.run([PLAN, "--predict", "--hardware", HW] + args, capture_output=True, text=True)
+def predict(hw_path, args):
+    out = subprocess.run([PLAN, "--predict", "--hardware", hw_path] + args, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"planner_local: plan {' '.join(args)}: {out.stderr.strip()}")
     return {k: v for k, v in re.findall(r"(\w+)=(\S+)", out.stdout)}
 
 
-def hardware():
-    with open(HW) as f:
+def hardware(hw_path):
+    with open(hw_path) as f:
         return json.load(f)
 
 
@@ -64,14 +64,12 @@ PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 se
 
 
 def main():
-    global HW
     ap = argparse.ArgumentParser()
     ap.add_argument("--hardware", default=HW)
     ap.add_argument("--vs3d", default=None)
     ap.add_argument("--pipeline", default=None)
     args = ap.parse_args()
-    HW = args.hardware
-    hw = hardware()
+    hw = hardware(args.hardware)
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
     rows = []
     vs = args.vs3d or newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
@@ -85,7 +83,7 @@ def main():
         if len(f) < 6 or f[0] not in VS3D or f[1] not in ("shaped", "unshaped"):
             continue
         extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps)]
-        p = predict(gpt + VS3D[f[0]].split() + extra)
+        p = predict(args.hardware, gpt + VS3D[f[0]].split() + extra)
         measured_s = 32 * 128 / float(f[cols["tok/s"]])
         # The bench reports peak RSS net of an idle process (libtorch loaded, nothing run); add the
         # idle RSS ./zpp calibrate measured to compare with the predicted total.
@@ -100,12 +98,12 @@ def main():
             continue
         f = line.split()
         if pp and len(f) > 3 and f[0] in PIPE:
-            args = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --no-flash --gpus {pp} --pp {pp} "
-                    f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps} "
-                    + PIPE[f[0]]).split()
-            p = predict(args)
+            flags = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --no-flash --gpus {pp} --pp {pp} "
+                     f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps} "
+                     + PIPE[f[0]]).split()
+            p = predict(args.hardware, flags)
             rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None))
-    print(f"# measurements: {vs}, {pipe}; hardware: {HW}")
+    print(f"# measurements: {vs}, {pipe}; hardware: {args.hardware}")
     print(f"{'layout':38s} {'measured_s':>10s} {'predicted_s':>11s} {'pred/meas':>9s}  {'rss_MB':>10s} {'pred_MB':>8s} {'pred/meas':>9s}")
     t_err, m_err = [], []
     for name, ms, ps, mm, pm in rows:

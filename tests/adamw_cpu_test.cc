@@ -15,6 +15,14 @@ namespace zeropp {
 namespace kernels {
 namespace {
 
+// A learning rate and weight decay large enough that every term of the update shows in the bits.
+AdamWHyper TestHyper() {
+  AdamWHyper h;
+  h.lr = 1e-2f;
+  h.weight_decay = 0.1f;
+  return h;
+}
+
 class AdamWCpuTest : public ::testing::TestWithParam<CpuPath> {};
 
 TEST_P(AdamWCpuTest, MatchesReference) {
@@ -32,9 +40,7 @@ TEST_P(AdamWCpuTest, MatchesReference) {
       CastFloatToBf16(g.data(), gb.data(), n);
       if (bf16_grad) CastBf16ToFloat(gb.data(), g.data(), n);  // the reference sees the same values
       std::vector<float> rp = p, rm = m, rv = v;
-      AdamWHyper h;
-      h.lr = 1e-2f;
-      h.weight_decay = 0.1f;
+      AdamWHyper h = TestHyper();
       for (int64_t step = 1; step <= 4; ++step) {
         h.step = step;
         AdamWArgs a;
@@ -91,9 +97,7 @@ TEST(AdamWCpuPathsTest, AllPathsGiveTheSameBits) {
       continue;
     }
     std::vector<float> p = p0, m(n, 0.f), v(n, 0.f);
-    AdamWHyper h;
-    h.lr = 1e-2f;
-    h.weight_decay = 0.1f;
+    AdamWHyper h = TestHyper();
     for (int64_t step = 1; step <= 5; ++step) {
       h.step = step;
       AdamWArgs a;

@@ -195,12 +195,17 @@ TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
   EXPECT_GT(r.step_s, base);
 }
 
-TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
+PlanRequest SmallRequest(int devices) {
   PlanRequest q;
   q.model = Small();
   q.hardware = Toy();
-  q.devices = 8;
+  q.devices = devices;
   q.global_batch = 32;
+  return q;
+}
+
+TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
+  PlanRequest q = SmallRequest(8);
   const std::vector<Layout> all = EnumerateLayouts(q);
   int per_design[4] = {0, 0, 0, 0};
   for (const Layout& l : all) {
@@ -215,11 +220,7 @@ TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
 }
 
 TEST(Planner, RefusesImpossibleInputs) {
-  PlanRequest q;
-  q.model = Small();
-  q.hardware = Toy();
-  q.global_batch = 32;
-  q.devices = 0;
+  PlanRequest q = SmallRequest(0);
   try {
     Plan(q);
     FAIL() << "planned for zero devices";

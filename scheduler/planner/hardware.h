@@ -11,8 +11,9 @@
 //                                max_efficiency * prod over d in {M,N,K} of d/(d+half_dim)
 //   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
 //   compute_overhead             optional, default 1: factor on every compute time. Measured on a
-//                                CPU box by ./zpp calibrate (a 1-rank run's step over the cost
-//                                model's: eager-mode overhead shapes cannot see); 1 on GPUs
+//                                CPU box by ./zpp calibrate (1-rank runs' forward + backward time
+//                                over the cost model's: eager-mode overhead shapes cannot see); 1
+//                                on GPUs
 //   optimizer_mparams_per_s      optional: one rank's measured AdamW step rate (parameters per
 //                                second / 1e6, gradient norm and clipping included); absent: the
 //                                memory-bound model of OptimizerSeconds
