@@ -9,32 +9,13 @@
 // model_gemm_gflops: total FLOPs over total best time of one layer's GEMMs (qkv, proj, fc, fc_out)
 // and the head, forward shapes (backward's are the same sizes transposed).
 #include <ATen/Parallel.h>
-#include <ATen/ops/mm.h>
-#include <ATen/ops/randn.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
-namespace {
-
-double BestSeconds(int64_t m, int64_t k, int64_t n, int reps) {
-  const at::Tensor a = at::randn({m, k}), b = at::randn({k, n});
-  at::Tensor c = at::mm(a, b);  // warm-up
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    c = at::mm(a, b);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-}  // namespace
+#include "zeropp/cli/matmul_bound.h"
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
@@ -61,23 +42,16 @@ int main(int argc, char** argv) {
   }
   if (ffn == 0) ffn = 4 * width;
   at::set_num_threads(threads);
-  struct Shape {
-    const char* name;
-    int64_t m, k, n;
-  };
-  const std::vector<Shape> shapes = {{"qkv", tokens, width, 3 * width},  {"proj", tokens, width, width},
-                                     {"fc", tokens, width, ffn},         {"fc_out", tokens, ffn, width},
-                                     {"head", tokens, width, vocab}};
-  double flops = 0, secs = 0;
-  for (const Shape& s : shapes) {
-    const double t = BestSeconds(s.m, s.k, s.n, reps), f = 2.0 * s.m * s.k * s.n;
-    std::printf("# gemm %-6s [%lld x %lld] x [%lld x %lld]: %.2f GFLOP/s\n", s.name, (long long)s.m, (long long)s.k,
-                (long long)s.k, (long long)s.n, f / t / 1e9);
-    flops += f;
-    secs += t;
+  const std::vector<zeropp::cli::GemmShape> shapes = zeropp::cli::TransformerGemms(tokens, width, ffn, vocab);
+  std::vector<double> gflops;
+  const zeropp::cli::MatmulBound b =
+      zeropp::cli::MeasureMatmulBound(shapes, square, reps, c10::Device(c10::kCPU), c10::kFloat, &gflops);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto& s = shapes[i];
+    std::printf("# gemm %-6s [%lld x %lld] x [%lld x %lld]: %.2f GFLOP/s\n", s.name.c_str(), (long long)s.m,
+                (long long)s.k, (long long)s.k, (long long)s.n, gflops[i]);
   }
-  const double sq = 2.0 * square * square * square / BestSeconds(square, square, square, std::max(2, reps / 2));
   std::printf("MATMUL threads=%d square=%lld square_gflops=%.2f model_gemm_gflops=%.2f\n", threads, (long long)square,
-              sq / 1e9, flops / secs / 1e9);
+              b.square_gflops, b.model_gemm_gflops);
   return 0;
 }

@@ -12,13 +12,25 @@ pass() { echo "PASS: $1"; PASSES=$((PASSES + 1)); }
 fail() { echo "FAIL: $1"; FAILS=$((FAILS + 1)); }
 
 out="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN" --steps 30 --width 32 --depth 2 --heads 2 --context 16 \
-  --micro-batch 4 --lr 0.01 --log-every 10 --metrics "$WORK/m.jsonl" --eval-every 10 2>&1)"; rc=$?
+  --micro-batch 4 --lr 0.01 --log-every 10 --metrics "$WORK/m.jsonl" --eval-every 10 --mfu 2>&1)"; rc=$?
 done_line="$(grep -oP 'DONE steps=\S+ first_loss=\S+ last_loss=\S+ tokens_per_s=\S+ peak_rss_mb=\S+$' <<<"$out")"
 first=$(grep -oP '(?<=first_loss=)[0-9.]+' <<<"$done_line"); last=$(grep -oP '(?<=last_loss=)[0-9.]+' <<<"$done_line")
 if [[ $rc -eq 0 && -n "$done_line" ]] && awk -v f="$first" -v l="$last" 'BEGIN{exit !(l < f - 1.0)}'; then
   pass "2-rank training: $done_line"
 else
   fail "2-rank training rc=$rc: $out"
+fi
+# --mfu: model FLOPs per token by hand for this GPT (6 x (12 h^2 L + V h) + 12 L h s = 208896), the
+# run's tokens/s as DONE prints it, and MFU = model FLOP/s over the matmul throughput it measured.
+mfu_line="$(grep -oP 'MFU model_flops_per_token=.*' <<<"$out")"
+mf() { grep -oP "(?<=$1=)[0-9.]+" <<<"$mfu_line"; }
+done_tps=$(grep -oP '(?<=tokens_per_s=)[0-9.]+' <<<"$done_line")
+if [[ "$(mf model_flops_per_token)" == "208896" ]] && awk -v t="$(mf tokens_per_s)" -v d="$done_tps" \
+    -v g="$(mf model_gflops)" -v b="$(mf matmul_gflops)" -v m="$(mf mfu)" 'BEGIN {
+      exit !(b > 0 && (t - d) ^ 2 <= 1 && (g - t * 208896 / 1e9) ^ 2 < 1e-4 + (1e-3 * g) ^ 2 && (m - g / b) ^ 2 < (1e-3 * m) ^ 2 + 1e-8) }'; then
+  pass "MFU line: $mfu_line"
+else
+  fail "MFU line '$mfu_line' (DONE tokens/s $done_tps): $out"
 fi
 # Held-out loss every 10 steps (the last 5% of the corpus, never trained on), falling.
 evals=$(grep -oP '(?<=EVAL step=)[0-9]+ loss=[0-9.]+' <<<"$out")

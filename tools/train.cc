@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "zeropp/cli/loopback_bound.h"
+#include "zeropp/cli/matmul_bound.h"
 #include "zeropp/cli/proc_status.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
@@ -115,7 +116,7 @@ int Main(int argc, char** argv) {
   if (demo) {
     rest.insert(rest.begin(), {"--steps", "300", "--log-every", "20", "--lr", "4e-3", "--pp", "2", "--schedule",
                                "zeropp", "--chunks", "2", "--microbatches", "4", "--unit-size", "2",
-                               "--micro-batch", "4", "--eval-every", "100", "--eval-batches", "8"});
+                               "--micro-batch", "4", "--eval-every", "100", "--eval-batches", "8", "--mfu"});
   }
   const double idle_rss_mb = ProcStatus("VmRSS:") / 1024.0;  // the process before any training state
   DistEnv env = DistEnv::FromEnvironment();
@@ -169,6 +170,26 @@ int Main(int argc, char** argv) {
     if (to.layout.pp == 1) std::printf("%s", trainer->ScheduleText().c_str());
     std::fflush(stdout);
   }
+  // --mfu: every rank measures its matrix-multiply throughput at once (the machine as busy as in
+  // training, on the training device and compute dtype); their sum is the bound MFU divides by.
+  cli::MatmulBound bound;
+  if (cfg.mfu) {
+    const c10::Device dev = to.engine.device;
+    const int64_t ffn = cfg.model == "llama" ? cfg.Llama().Ffn() : 4 * cfg.gpt.width;
+    const auto shapes = cli::TransformerGemms(cfg.micro_batch * cfg.gpt.context, cfg.gpt.width, ffn, cfg.gpt.vocab);
+    groups->world().Barrier()->Wait();
+    const cli::MatmulBound mine = cli::MeasureMatmulBound(shapes, dev.is_cpu() ? 2048 : 8192, 5, dev,
+                                                          to.engine.param_dtype);
+    bound.square_gflops = SumOverRanks(groups->world(), mine.square_gflops);
+    bound.model_gemm_gflops = SumOverRanks(groups->world(), mine.model_gemm_gflops);
+    if (lead) {
+      std::printf("MATMUL ranks=%d threads_per_rank=%d dtype=%s square_gflops=%.1f model_gemm_gflops=%.1f "
+                  "(sums over ranks, measured at once)\n",
+                  env.world_size, cfg.threads, c10::toString(to.engine.param_dtype), bound.square_gflops,
+                  bound.model_gemm_gflops);
+      std::fflush(stdout);
+    }
+  }
   std::ofstream metrics;
   if (lead && !cfg.metrics.empty()) metrics.open(cfg.metrics);
   if (lead && !cfg.metrics.empty() && !metrics) throw std::invalid_argument("metrics: cannot write '" + cfg.metrics + "'");
@@ -201,6 +222,7 @@ int Main(int argc, char** argv) {
   std::vector<double> bench_step_s;  // each timed step's wall time on this rank (the BENCH spread)
   scheduler::TimeShares shares;  // --profile
   double profiled_s = 0;
+  double bench_tps = 0;  // tokens/s over the timed window (--bench-warmup)
   // Fault injection for the restart test: ZEROPP_TEST_KILL="RANK:STEP" kills that rank (SIGKILL)
   // before that step, on the first start only.
   const char* kill_spec = std::getenv("ZEROPP_TEST_KILL");
@@ -292,6 +314,7 @@ int Main(int argc, char** argv) {
     // share of the step (mean over ranks).
     const double exposed = SumOverRanks(groups->world(), static_cast<double>(wait_us) / 1e6 / bsecs) / env.world_size;
     const double tps = tokens_per_step * timed / bsecs;
+    bench_tps = tps;
     const double net_rss = MaxOverRanks(groups->world(), PeakRssMb() - idle_rss_mb);
     double step_mean = 0, step_sd = 0;  // rank 0's timed steps: mean and sample standard deviation
     for (double x : bench_step_s) step_mean += x / bench_step_s.size();
@@ -320,6 +343,17 @@ int Main(int argc, char** argv) {
                 pct(shares.backward_input), pct(shares.backward_weight), pct(shares.recompute), pct(shares.optimizer),
                 pct(shares.wait_gather), pct(shares.wait_transfer), pct(shares.comm_calls),
                 pct(std::max(0.0, t - shares.Accounted())));
+    std::fflush(stdout);
+  }
+  if (cfg.mfu && lead) {
+    // Over the timed window when there is one, else over the whole run (as DONE's tokens/s).
+    const double run_tps = tokens_per_step * (cfg.steps - start) / secs;
+    const double tps = bench_tps > 0 ? bench_tps : run_tps;
+    const double fpt = cfg.ModelFlopsPerToken();
+    std::printf("MFU model_flops_per_token=%.0f tokens_per_s=%.1f model_gflops=%.2f matmul_gflops=%.1f mfu=%.4f "
+                "mfu_model_gemm=%.4f\n",
+                fpt, tps, tps * fpt / 1e9, bound.square_gflops, cli::Mfu(tps, fpt, bound.square_gflops * 1e9),
+                cli::Mfu(tps, fpt, bound.model_gemm_gflops * 1e9));
     std::fflush(stdout);
   }
   const double peak_rss_mb = MaxOverRanks(groups->world(), PeakRssMb());
