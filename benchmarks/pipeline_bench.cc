@@ -6,8 +6,8 @@
 // layouts. Every schedule's trainer lives at once and their steps alternate, so the machine's drift
 // over minutes falls on all alike. ZB-H1 vs 1F1B and split vs unsplit (ZB-H1, ZeroPP with two
 // units and with one) are judged on the mean of the per-step differences against twice its standard
-// error. Writes each rank's trace and the simulator's trace to --out DIR (for ./zpp timeline). Run by
-// benchmarks/pipeline.sh.
+// error; the simulator's predicted gain is printed beside each. Writes each rank's trace and the
+// simulator's trace to --out DIR (for ./zpp timeline). Run by benchmarks/pipeline.sh.
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
@@ -142,6 +142,7 @@ int Main(int argc, char** argv) {
     return r;
   };
   std::map<std::string, Stats> measured;
+  std::map<std::string, double> predicted;  // the simulator's step time per schedule (rank 0)
   std::map<std::string, std::vector<double>> per_step;  // by tag: each measured step's time
   scheduler::CostModel calibrated = cost;
   bool have_calibration = false;
@@ -267,6 +268,7 @@ int Main(int argc, char** argv) {
       scheduler::SimResult sim = scheduler::Simulate(sch, c);
       std::ofstream(out + "/" + tag + ".sim.json") << sim.ChromeTraceJson();
       sim.step_s += step_overhead;
+      predicted[tag] = sim.step_s;
       scheduler::ValidationReport rep = scheduler::Validate(sch);
       int act_peak = 0;
       for (const auto& rr : rep.ranks) act_peak = std::max(act_peak, rr.peak_activations);
@@ -317,6 +319,11 @@ int Main(int argc, char** argv) {
     const double se_unpaired = std::sqrt((x.sd * x.sd + y.sd * y.sd) / steps);
     std::printf("# gain %.4f s per step (paired differences: sd %.4f, standard error %.4f, %.1f standard errors; "
                 "unpaired standard error %.4f)\n", d.mean, d.sd, se, se > 0 ? d.mean / se : 0.0, se_unpaired);
+    // The simulator's view beside it (calibrated on the first run, not on these), for reading only.
+    const double predicted_gain = predicted.count(a) && predicted.count(ref) && predicted[ref] > 0
+                                      ? (predicted[ref] - predicted[a]) / predicted[ref] : 0.0;
+    std::printf("# measured gain %.1f%%; the simulator predicted %.1f%% (%.4f s vs %.4f s)\n", 100 * d.mean / y.mean,
+                100 * predicted_gain, predicted[a], predicted[ref]);
     std::printf("RESULT pipeline %s%s_vs_%s_step_s=%.4f s reference=%.4f ratio=%.3f target=1.00 %s\n", prefix.c_str(),
                 a.c_str(), ref.c_str(), x.mean, y.mean, x.mean / y.mean, d.mean > 2 * se ? "MET" : "MISSED");
   }
