@@ -38,8 +38,8 @@ TEST(TrainConfigTest, FlagsAndJsonWithOverrides) {
 }
 
 // The host-memory estimate counts what lives on the host: on a CPU the whole training state and
-// the activations; on a GPU only the fp32 model built before sharding and what is offloaded to the
-// host (12 bytes a parameter for the optimizer). Sizes follow this machine's available memory A:
+// the activations, less what is offloaded to NVMe; on a GPU only the fp32 model built before
+// sharding and what is offloaded to the host (12 bytes a parameter for the optimizer). Sizes follow this machine's available memory A:
 // about A/8 parameters, so the build (A/2) fits, a CPU's 16 bytes a parameter (2A) and a GPU's
 // offloaded optimizer (A/2 + 1.5A) do not.
 TEST(TrainConfigTest, MemoryEstimateCountsHostMemoryOnly) {
@@ -63,6 +63,10 @@ TEST(TrainConfigTest, MemoryEstimateCountsHostMemoryOnly) {
   EXPECT_EQ(refused({"--device", "cuda"}), "");
   const std::string offloaded = refused({"--device", "cuda", "--offload-optimizer", "cpu"});
   EXPECT_NE(offloaded.find("on the host"), std::string::npos) << offloaded;
+  // On a CPU, state offloaded to NVMe is not host memory: the build (A/2) and the host pool remain.
+  EXPECT_EQ(refused({"--offload-params", "nvme", "--offload-optimizer", "nvme", "--host-budget-mb", "64"}), "");
+  // Only the optimizer on NVMe: parameters and gradients (8 bytes a parameter, A) still overflow.
+  EXPECT_NE(refused({"--offload-optimizer", "nvme"}).find("memory estimate: about"), std::string::npos);
 }
 
 TEST(TrainConfigTest, RefusalsNameFieldValueAndExpectation) {

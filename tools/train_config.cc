@@ -289,13 +289,20 @@ void TrainConfig::CheckMemoryEstimate(int local_ranks) const {
                         static_cast<double>(gpt.vocab) * w * (model == "llama" ? 2 : 1) + static_cast<double>(gpt.context) * w;
   const double build = params * 4;  // every rank builds the full fp32 model before sharding
   const int shards = std::max(1, trainer.layout.zero) * std::max(1, trainer.layout.pp);
-  // Host memory only: on a GPU the activations and the resident state live on the device, and the
-  // host keeps what is offloaded to it (optimizer: fp32 master and moments, 12 bytes a parameter;
-  // parameters: the compute-dtype shard and its gradient, 4 more).
+  // Host memory only. On a CPU the training state lives on the host, 16 bytes a parameter (fp32
+  // parameter and gradient 8, AdamW moments 8), less what is offloaded to NVMe. On a GPU the
+  // activations and the resident state live on the device, and the host keeps what is offloaded to
+  // it (optimizer: fp32 master and moments, 12 bytes a parameter; parameters: the compute-dtype
+  // shard and its gradient, 4 more). Anything on NVMe adds the host pool its transfers stage in.
   const bool on_gpu = trainer.device == "cuda";
   const auto& off = trainer.engine.offload;
-  const double host_state_bytes = (off.optimizer == OffloadTarget::kCpu ? 12 : 0) + (off.params == OffloadTarget::kCpu ? 4 : 0);
-  const double state = params * (on_gpu ? host_state_bytes : 16) / shards;
+  auto host = [&](OffloadTarget t, double resident, double offloaded_to_host) {
+    if (t == OffloadTarget::kNvme) return 0.0;
+    return on_gpu ? (t == OffloadTarget::kCpu ? offloaded_to_host : 0.0) : resident;
+  };
+  const double host_state_bytes = host(off.optimizer, 8, 12) + host(off.params, 8, 4);
+  const double pool = off.any_nvme() ? static_cast<double>(off.host_budget_bytes) : 0.0;
+  const double state = params * host_state_bytes / shards + pool;
   const double tokens = static_cast<double>(micro_batch) * static_cast<double>(gpt.context);
   const double acts = on_gpu ? 0
                              : tokens * (20 * w + static_cast<double>(gpt.heads) * gpt.context) * d * 4 *
