@@ -1,5 +1,5 @@
 // SplitBackward: B then W on a GPT chunk gives the gradients of one ordinary backward; B alone
-// leaves every matmul weight's gradient untouched; W never reads the weights (they hold NaN
+// leaves every matmul weight's gradient (and, when asked, every layer norm's) untouched; W never reads the weights (they hold NaN
 // while it runs); graphs that cannot be split exactly fall back to a whole backward in B.
 #include "scheduler/runtime/split_backward.h"
 
@@ -75,6 +75,8 @@ bool IsLinearBias(const std::string& name) {
          name.compare(name.size() - bias.size(), bias.size(), bias) == 0;
 }
 
+bool IsLayerNorm(const std::string& name) { return name.find("ln") != std::string::npos; }
+
 class SplitBackwardTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -85,11 +87,14 @@ class SplitBackwardTest : public ::testing::Test {
     c10::NoGradGuard no_grad;
     embedded_ = (seq_->begin())->forward(ids_);
   }
+  int CheckMiddleChunk(bool defer_ln);  // returns the deferred nodes
   torch::nn::Sequential seq_;
   at::Tensor ids_, target_, embedded_;
 };
 
-TEST_F(SplitBackwardTest, MiddleChunkMatchesOneBackwardAndDefersEveryMatmulWeight) {
+// B then W on the chunk after the embedding against one ordinary backward (W with every weight
+// poisoned); with defer_ln, layer norm's weight gradients wait for W too.
+int SplitBackwardTest::CheckMiddleChunk(bool defer_ln) {
   // Reference: one ordinary backward through the chunk (blocks, final norm, head, loss).
   at::Tensor x_ref = embedded_.clone().requires_grad_(true);
   torch::autograd::backward({RunChunk(seq_, 1, x_ref, target_)});
@@ -98,28 +103,30 @@ TEST_F(SplitBackwardTest, MiddleChunkMatchesOneBackwardAndDefersEveryMatmulWeigh
   ZeroGrads(seq_);
 
   at::Tensor x = embedded_.clone().requires_grad_(true);
-  SplitBackward split;
+  SplitBackward split(defer_ln);
   const at::Tensor gx = split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
-  ASSERT_TRUE(split.split());
+  EXPECT_TRUE(split.split());
+  if (!split.split()) return 0;
   // At least one deferred node per matmul weight: 4 Linears per block and the LM head (a Linear's
-  // bias add may be a node of its own, depending on how ATen lowers a 3-D linear).
-  EXPECT_GE(split.deferred_nodes(), 4 * Config().depth + 1);
+  // bias add may be a node of its own, depending on how ATen lowers a 3-D linear); with defer_ln,
+  // the 2 layer norms per block and the final one as well.
+  EXPECT_GE(split.deferred_nodes(), (defer_ln ? 6 : 4) * Config().depth + (defer_ln ? 2 : 1));
+  const int deferred = split.deferred_nodes();
   EXPECT_TRUE(at::allclose(gx, gx_ref, 1e-6, 1e-7)) << "B's input gradient differs from one backward";
   const Grads after_b = Snapshot(seq_);
   for (const auto& [name, g] : after_b) {
     if (name.rfind("embed.", 0) == 0 && name != "embed.wte.weight") continue;  // not in the chunk
-    if (IsMatmulWeight(name) || IsLinearBias(name) || name == "embed.wte.weight") {
+    if (IsMatmulWeight(name) || IsLinearBias(name) || (defer_ln && IsLayerNorm(name)) || name == "embed.wte.weight") {
       EXPECT_EQ(g.abs().max().item<float>(), 0.0f) << name << " got a gradient in B; W should compute it";
     }
   }
 
   // W with every weight poisoned: a pass that read them would produce NaN. Written through
   // .data() (no version bump), as a ZeRO gather or release changes storage behind autograd.
+  // All copies first: a tied weight is listed twice, and its second copy must not be the poison.
   std::vector<std::pair<at::Tensor, at::Tensor>> saved;
-  for (auto& p : seq_->parameters()) {
-    saved.push_back({p, p.detach().clone()});
-    p.data().fill_(std::numeric_limits<float>::quiet_NaN());
-  }
+  for (auto& p : seq_->parameters()) saved.push_back({p, p.detach().clone()});
+  for (auto& [p, v] : saved) p.data().fill_(std::numeric_limits<float>::quiet_NaN());
   split.RunWeightPass();
   for (auto& [p, v] : saved) p.data().copy_(v);
   const Grads got = Snapshot(seq_);
@@ -133,6 +140,17 @@ TEST_F(SplitBackwardTest, MiddleChunkMatchesOneBackwardAndDefersEveryMatmulWeigh
     EXPECT_TRUE(at::allclose(got.at(name), g, 1e-5, 1e-7))
         << name << ": max diff " << (got.at(name) - g).abs().max().item<float>();
   }
+  return deferred;
+}
+
+TEST_F(SplitBackwardTest, MiddleChunkMatchesOneBackwardAndDefersEveryMatmulWeight) { CheckMiddleChunk(false); }
+
+// W computes every layer norm's weight gradients (2 per block and the final norm: that many more
+// deferred nodes), without reading gamma (poisoned while W runs), matching one backward.
+TEST_F(SplitBackwardTest, LayerNormWeightGradientsInWNeverReadGamma) {
+  const int without = CheckMiddleChunk(false);
+  ZeroGrads(seq_);
+  EXPECT_EQ(CheckMiddleChunk(true) - without, 2 * Config().depth + 1);
 }
 
 // As in training, where .grad is the engine's gradient buffer (defined, accumulating across

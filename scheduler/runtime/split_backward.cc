@@ -1,11 +1,15 @@
 #include "scheduler/runtime/split_backward.h"
 
+#include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include <ATen/ops/mm.h>
+#include <ATen/ops/native_layer_norm_backward.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/sum_to_size.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -60,15 +64,35 @@ class ReleaseHook : public torch::autograd::FunctionPostHook {
   Node* node_;  // the node this hook belongs to (it owns the hook)
 };
 
-// Node kinds whose weight outputs need the incoming gradient and saved activations only. Not layer
-// norm: its CPU backward takes gamma's data pointer even for dgamma alone, which fails once the
-// chunk's weights are freed (tried: "data is not allocated yet" in the pipeline parity test).
-bool Deferrable(const Node& n) {
+// Node kinds whose weight outputs need the incoming gradient and saved activations only. Layer
+// norm only when asked: ATen's CPU backward takes gamma's data pointer even for dgamma alone (it
+// fails once the chunk's weights are freed), so W never runs it; it computes dgamma and dbeta
+// itself (LayerNormWeightGrads), never reading gamma.
+bool Deferrable(const Node& n, bool layer_norm) {
   std::string name = n.name();
   const size_t colon = name.rfind("::");
   if (colon != std::string::npos) name = name.substr(colon + 2);
   return name == "AddmmBackward0" || name == "MmBackward0" || name == "BmmBackward0" || name == "AddBackward0" ||
-         name == "SubBackward0" || name == "MulBackward0";
+         name == "SubBackward0" || name == "MulBackward0" || (layer_norm && name == "NativeLayerNormBackward0");
+}
+
+// Layer norm's weight outputs from the gradient g of its output, as the node's weight outputs ask,
+// indexed as its outputs: [1] dgamma = the sum over the leading dims of g * (x - mean) * rstd, [2]
+// dbeta = the sum of g. Neither depends on gamma, so ATen's fused backward computes them in one
+// pass (dx not asked for) with a gamma of ones standing in for the chunk's weight, which may be
+// freed by now.
+std::array<at::Tensor, 3> LayerNormWeightGrads(const std::shared_ptr<Node>& node, const std::vector<size_t>& outputs,
+                                               const at::Tensor& g) {
+  auto* f = static_cast<torch::autograd::generated::NativeLayerNormBackward0*>(node.get());
+  const at::Tensor x = f->input_.unpack(node);
+  std::vector<int64_t> shape;
+  for (const c10::SymInt& d : f->normalized_shape) shape.push_back(d.expect_int());
+  const at::Tensor ones = at::ones(shape, x.options());
+  const bool want_gamma = std::find(outputs.begin(), outputs.end(), 1) != outputs.end();
+  const bool want_beta = std::find(outputs.begin(), outputs.end(), 2) != outputs.end();
+  auto [dx, dgamma, dbeta] = at::native_layer_norm_backward(g, x, shape, f->result1_.unpack(node), f->result2_.unpack(node),
+                                                            ones, ones, {false, want_gamma, want_beta});
+  return {at::Tensor(), dgamma, dbeta};
 }
 
 // d(a @ b)/db = a^T @ g and d/da = g @ b^T, each computed in the memory order of the operand it is
@@ -118,7 +142,8 @@ bool DirectlyComputable(Node* n) {
   if (auto* f = dynamic_cast<gen::AddmmBackward0*>(n)) {
     return f->mat1_layout == at::kStrided && f->mat2_layout == at::kStrided;
   }
-  return dynamic_cast<gen::AddBackward0*>(n) || dynamic_cast<gen::SubBackward0*>(n) || dynamic_cast<gen::MulBackward0*>(n);
+  return dynamic_cast<gen::AddBackward0*>(n) || dynamic_cast<gen::SubBackward0*>(n) || dynamic_cast<gen::MulBackward0*>(n) ||
+         dynamic_cast<gen::NativeLayerNormBackward0*>(n);
 }
 
 bool NoHooks(Node& n) {
@@ -216,7 +241,7 @@ struct SplitBackward::State {
   variable_list early_grads;
 };
 
-SplitBackward::SplitBackward() = default;
+SplitBackward::SplitBackward(bool defer_layer_norm) : defer_layer_norm_(defer_layer_norm) {}
 SplitBackward::~SplitBackward() = default;
 
 int SplitBackward::deferred_nodes() const { return st_ ? static_cast<int>(st_->deferred.size()) : 0; }
@@ -267,7 +292,7 @@ at::Tensor SplitBackward::RunInputPass(const at::Tensor& root, const at::Tensor&
       if (n != x_edge.function.get()) n->add_post_hook(std::make_unique<ReleaseHook>(n));
       continue;
     }
-    if (Deferrable(*n)) {
+    if (Deferrable(*n, defer_layer_norm_)) {
       auto slot = std::make_shared<Slot>();
       n->add_pre_hook(std::make_unique<CaptureHook>(slot));
       st->deferred.push_back({info.at(n).node, slot, std::move(weight_edges), std::move(weight_outputs)});
@@ -308,11 +333,20 @@ void SplitBackward::RunWeightPass() {
     // The direct products, when the node is of a kind computed directly. A linear layer's weight
     // gradient is accumulated by the product itself (addmm into .grad: no temporary, no second
     // pass over it), which autograd's whole backward cannot do.
-    if (b.slot->grads.size() == 1 && b.slot->grads[0].defined() && DirectlyComputable(b.node.get())) {
+    // The node's first output's gradient only (layer norm's mean and deviation outputs get none).
+    bool only_first = !b.slot->grads.empty() && b.slot->grads[0].defined();
+    for (size_t i = 1; i < b.slot->grads.size(); ++i) only_first = only_first && !b.slot->grads[i].defined();
+    if (only_first && DirectlyComputable(b.node.get())) {
       const at::Tensor& g = b.slot->grads[0];
       auto* mm = dynamic_cast<torch::autograd::generated::MmBackward0*>(b.node.get());
       std::vector<at::Tensor> direct;
-      for (size_t j = 0; j < b.weight_outputs.size(); ++j) {
+      if (dynamic_cast<torch::autograd::generated::NativeLayerNormBackward0*>(b.node.get()) != nullptr) {
+        const std::array<at::Tensor, 3> ln = LayerNormWeightGrads(b.node, b.weight_outputs, g);
+        for (size_t j = 0; j < b.weight_outputs.size(); ++j) {
+          direct.push_back(FitTo(b.weight_edges[j], ln.at(b.weight_outputs[j])));
+        }
+      }
+      for (size_t j = direct.size(); j < b.weight_outputs.size(); ++j) {
         bool transposed = false;
         at::Tensor* target = DirectGradTarget(b.weight_edges[j], &transposed);
         if (mm != nullptr && b.weight_outputs[j] == 1 && target != nullptr) {

@@ -9,15 +9,22 @@
 // and a post-hook frees every other input-path node's saved tensors as soon as it has run (as a
 // backward that does not keep the graph does). W computes each boundary node's weight outputs
 // directly from its saved tensors and the kept gradient (one matrix product per linear layer, added
-// into the weight's existing .grad by the product itself; the gradient itself for a bias add), then
+// into the weight's existing .grad by the product itself; the gradient itself for a bias add; for a
+// layer norm, dgamma and dbeta from its saved input, mean and reciprocal deviation), then
 // pushes the rest through the parameter-only subgraphs into .grad (accumulating, as backward does).
 // Node kinds it cannot compute directly run through autograd, toward their weight edges only.
 //
 // Which boundary nodes are deferred: those whose weight outputs read saved activations and the
-// incoming gradient but never the weights (matmuls, elementwise add/sub/mul). So a chunk's weights
-// may be released between B and W, which ZeroPP does. Other boundary nodes (layer norm: its kernel
-// reads gamma) get their weight-edge gradients in B; W pushes them on. After B, the saved tensors
+// incoming gradient but never the weights (matmuls, elementwise add/sub/mul; layer norm too when
+// asked, see below). So a chunk's weights may be released between B and W, which ZeroPP does. Other
+// boundary nodes get their weight-edge gradients in B; W pushes them on. After B, the saved tensors
 // of every node W does not run are freed, so only what W needs stays alive.
+//
+// Layer norm (defer_layer_norm): W can compute dgamma and dbeta from the saved input, mean and
+// reciprocal deviation without gamma. It is off by default because it costs more than it moves:
+// ATen's CPU layer-norm backward computes dgamma and dbeta in the same pass as dx, so B gets no
+// cheaper while W adds a pass (./zpp bench split-backward prints both: Bi + W over the whole
+// backward 0.99-1.01 without, 1.01-1.03 with).
 //
 // No split (B runs the whole backward, W does nothing): the input needs no gradient (the first
 // stage), or a weight-edge node is shared by two boundary nodes (W could not keep their
@@ -34,7 +41,7 @@ namespace scheduler {
 
 class SplitBackward {
  public:
-  SplitBackward();
+  explicit SplitBackward(bool defer_layer_norm = false);
   ~SplitBackward();
   SplitBackward(const SplitBackward&) = delete;
   SplitBackward& operator=(const SplitBackward&) = delete;
@@ -55,6 +62,7 @@ class SplitBackward {
  private:
   struct State;
   std::unique_ptr<State> st_;
+  bool defer_layer_norm_ = false;
   bool split_ = false;
   bool input_done_ = false, weight_done_ = false;
 };
