@@ -6,7 +6,10 @@
 // ten (Bi + W) / whole ratios, with their spread. Beside it, the same with layer norm's weight
 // gradients in W (split_backward.h: not the default, as this line shows).
 #include <ATen/Parallel.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/randint.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -118,6 +121,34 @@ int main() {
   std::printf("# layer norm's weight gradients in W too (SplitBackward(true), not the default): bi_ms=%.2f w_ms=%.2f "
               "ratio_mean=%.3f ratio_min=%.3f ratio_max=%.3f\n",
               mb_ln * 1e3, mw_ln * 1e3, mean_ln, *lo_ln, *hi_ln);
+  // Batching W across the micro-batches a schedule defers together: the chunk's linear weight
+  // gradients (a^T g into .grad) for 8 micro-batches, as 8 products or as one product over the
+  // concatenated inputs and gradients (the concatenation counted: the activations are separate
+  // tensors). Medians of 20; a ratio above 1 means batching costs more than it saves.
+  {
+    const int64_t u = 8, rows = 4 * g.context, h = g.width;
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{h, 3 * h}, {h, h}, {h, 4 * h}, {4 * h, h}};
+    std::vector<double> separate, batched;
+    for (int r = 0; r < reps + 2; ++r) {
+      double t_sep = 0, t_cat = 0;
+      for (const auto& [in, out] : shapes) {
+        std::vector<at::Tensor> a, gr;
+        for (int64_t k = 0; k < u; ++k) a.push_back(at::randn({rows, in})), gr.push_back(at::randn({rows, out}));
+        at::Tensor grad = at::zeros({in, out});
+        auto t = Clock::now();
+        for (int64_t k = 0; k < u; ++k) grad.addmm_(a[k].t(), gr[k]);
+        t_sep += Since(t);
+        t = Clock::now();
+        grad.addmm_(at::cat(a).t(), at::cat(gr));
+        t_cat += Since(t);
+      }
+      if (r >= 2) separate.push_back(t_sep), batched.push_back(t_cat);
+    }
+    std::printf("# W batched across %lld micro-batches (4 linear weight gradients per block, %lld tokens each): "
+                "separate_ms=%.2f concatenated_ms=%.2f ratio=%.3f\n",
+                (long long)u, (long long)rows, median(separate) * 1e3, median(batched) * 1e3,
+                median(batched) / median(separate));
+  }
   std::printf("RESULT split-backward bi_plus_w_ms=%.2f ms reference=%.2f ratio=%.3f target=1.05 %s\n", (mb + mww) * 1e3,
               mw * 1e3, mean, mean <= 1.05 ? "MET" : "MISSED");
   return 0;
