@@ -163,6 +163,15 @@ TEST(MemoryModel, ActivationAndStateFormulas) {
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * (10 + 24.0 / 2) + 5.0 * 4 * 32 * 32 * 2 / 2);
   l.sequence_parallel = true;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * 34 / 2 + 5.0 * 4 * 32 * 32 * 2 / 2);
+  // A deferred W's hold per layer: the linears' inputs and output gradients, 8h + 2 ffn values a
+  // token for a GeLU MLP (qkv h + 3h, proj h + h, fc h + ffn, fc_out ffn + h), / t.
+  l.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(LayerWeightPassBytes(m, l, 2), 32.0 * 2 * (8 * 64 + 2 * 256) * 2 / 2);
+  // SwiGLU with 2 key/value heads of 4: qkv h + (h + h), proj 2h, gate and up h + 2 ffn, down ffn + h.
+  ModelShape g = m;
+  g.swiglu = true, g.kv_heads = 2;
+  l.tp = 1;
+  EXPECT_DOUBLE_EQ(LayerWeightPassBytes(g, l, 4), 32.0 * 2 * (64 + 128 + 128 + 64 + 3 * 256 + 64) * 4);
   // Model state: 3D pp=2 tp=2 dp=2: 2 + 4 + 12 bytes per own parameter (ZeRO-1: 12 / dp).
   Layout d;
   d.design = Design::k3D;

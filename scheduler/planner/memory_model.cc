@@ -23,6 +23,13 @@ double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_byte
   return bytes * value_bytes / 2.0;
 }
 
+double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_bytes) {
+  const double h = m.hidden, ffn = m.ffn, kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  const double attention = h + (h + 2 * kv * h / m.heads) + h + h;
+  const double mlp = m.swiglu ? h + 2 * ffn + ffn + h : h + ffn + ffn + h;
+  return static_cast<double>(m.seq) * l.micro_batch * (attention + mlp) / l.tp * value_bytes;
+}
+
 double StageParameters(const ModelShape& m, const Layout& l, int rank) {
   double p = static_cast<double>(m.layers) / l.pp * m.LayerParameters();
   const double table = static_cast<double>(m.vocab) * m.hidden;
@@ -72,7 +79,8 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   } else {
     stash = input_bytes;
   }
-  b.activations = peak_stash * stash;
+  const int peak_pending_w = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_pending_w : 0;
+  b.activations = peak_stash * stash + peak_pending_w * layers_per_chunk * LayerWeightPassBytes(m, l, hw.value_bytes);
   if (l.recompute) b.working += (l.design == Design::k3D ? 1.0 : layers_per_chunk) * layer_act;
   if (r == l.pp - 1) b.working += tokens * m.vocab / l.tp * (vb + 4);
   if (l.pp > 1) b.working += 2 * input_bytes;

@@ -13,7 +13,10 @@
 // is that times the chunk's layers, or with recomputation only its inputs (3D: every layer's
 // input, as Megatron's full recompute; ZeroPP: the chunk's input); the validator's peak stash
 // count per rank multiplies it. Working set: one recomputed unit's activations, the last
-// stage's logits (compute dtype + fp32 softmax), send/receive buffers; plus reserved.
+// stage's logits (compute dtype + fp32 softmax), send/receive buffers; plus reserved. A decoupled
+// W (zero-bubble schedules, ZeroPP) keeps, from its B until it runs, each linear layer's saved
+// input and output gradient (LayerWeightPassBytes): the validator's peak pending W count per rank
+// multiplies that times the chunk's layers.
 #pragma once
 
 #include <string>
@@ -40,6 +43,11 @@ struct MemoryBreakdown {
 
 // Bytes of one layer's activations for one micro-batch (no recomputation).
 double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_bytes);
+// What one layer's deferred W holds per micro-batch: s*b*(inputs + output gradients of its
+// linears)/t values. Attention: qkv (input h, gradient h + 2*kv*h/heads) and the projection (h, h);
+// GeLU MLP: fc (h, ffn), fc_out (ffn, h); SwiGLU: gate and up share their input (h, 2*ffn), down
+// (ffn, h).
+double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_bytes);
 // Parameters held by pipeline rank r (all its chunks, before tp or zero division).
 double StageParameters(const ModelShape& m, const Layout& l, int rank);
 
