@@ -111,5 +111,20 @@ else
   fail "unreachable master (rc=$rc, $secs s): $out"
 fi
 
+# 6. --malloc jemalloc: every rank runs with Debian's libjemalloc2 mapped in (./zpp setup installs
+# it); an unknown allocator is refused with one line.
+out="$("$LAUNCHER" --nproc-per-node 2 --malloc jemalloc -- /bin/bash -c 'grep -c libjemalloc /proc/self/maps' 2>&1)"; rc=$?
+if [[ $rc -eq 0 && $(grep -cE '^\[rank [01]\] [1-9][0-9]*$' <<<"$out") -eq 2 ]]; then
+  pass "--malloc jemalloc preloaded in both ranks"
+else
+  fail "--malloc jemalloc (rc=$rc): $out"
+fi
+out="$("$LAUNCHER" --nproc-per-node 2 --malloc tcmalloc -- /bin/true 2>&1)"; rc=$?
+if [[ $rc -ne 0 && "$out" == "zpp run: --malloc: got 'tcmalloc', expected system or jemalloc" ]]; then
+  pass "unknown allocator refused"
+else
+  fail "unknown allocator (rc=$rc): $out"
+fi
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]
