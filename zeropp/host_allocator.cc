@@ -1,10 +1,110 @@
 #include "zeropp/host_allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 namespace zeropp {
+namespace {
+
+// CPU tensors of [min_bytes, max_bytes) as page-aligned mmapped blocks, kept after they are freed
+// and handed out again at the same page-rounded size; everything else goes to the allocator it
+// replaces. Freed blocks beyond cap_bytes in all are unmapped. Never destroyed (tensors may outlive
+// static destruction).
+class BlockCache final : public c10::Allocator {
+ public:
+  BlockCache(c10::Allocator* fallback, size_t min_bytes, size_t max_bytes, size_t cap_bytes)
+      : fallback_(fallback), min_(min_bytes), max_(max_bytes), cap_(cap_bytes),
+        page_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    if (n < min_ || n >= max_) return fallback_->allocate(n);
+    const size_t bytes = (n + page_ - 1) / page_ * page_;
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        ++stats_.hits;
+      } else {
+        ++stats_.misses;
+      }
+      stats_.live_bytes += bytes;
+    }
+    if (p == nullptr) {
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.live_bytes -= bytes;
+        throw std::bad_alloc();
+      }
+    }
+    return {p, new Block{this, p, bytes}, &Release, c10::Device(c10::kCPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // blocks carry a context
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+
+  BlockCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    BlockCacheStats s = stats_;
+    s.cached_bytes = static_cast<int64_t>(cached_);
+    return s;
+  }
+
+ private:
+  struct Block {
+    BlockCache* owner;
+    void* p;
+    size_t bytes;
+  };
+
+  static void Release(void* ctx) {
+    auto* b = static_cast<Block*>(ctx);
+    b->owner->Free(b->p, b->bytes);
+    delete b;
+  }
+
+  void Free(void* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.live_bytes -= bytes;
+      if (cached_ + bytes <= cap_) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    munmap(p, bytes);
+  }
+
+  c10::Allocator* fallback_;
+  const size_t min_, max_, cap_, page_;
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // freed blocks by size
+  size_t cached_ = 0;
+  BlockCacheStats stats_;
+};
+
+BlockCache* g_cache = nullptr;
+
+}  // namespace
 
 HostAllocatorSettings TuneHostAllocator() {
   static const HostAllocatorSettings settings = [] {
@@ -15,9 +115,17 @@ HostAllocatorSettings TuneHostAllocator() {
     s.applied = mallopt(M_MMAP_THRESHOLD, static_cast<int>(s.mmap_threshold)) == 1 &&
                 mallopt(M_TRIM_THRESHOLD, static_cast<int>(s.trim_threshold)) == 1;
 #endif
+    s.large_block_bytes = int64_t{1} << 20;
+    s.cache_cap_bytes = int64_t{512} << 20;
+    const int64_t below = s.mmap_threshold > 0 ? s.mmap_threshold : int64_t{32} << 20;
+    g_cache = new BlockCache(c10::GetCPUAllocator(), static_cast<size_t>(s.large_block_bytes),
+                             static_cast<size_t>(below), static_cast<size_t>(s.cache_cap_bytes));
+    c10::SetCPUAllocator(g_cache, /*priority=*/1);
     return s;
   }();
   return settings;
 }
+
+BlockCacheStats HostBlockCacheStats() { return g_cache ? g_cache->Stats() : BlockCacheStats{}; }
 
 }  // namespace zeropp

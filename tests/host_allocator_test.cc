@@ -1,0 +1,56 @@
+// The host block cache (zeropp/host_allocator.h): a freed large CPU tensor's block is handed out
+// again for the next tensor of that size, small tensors never reach the cache, data survives, and
+// freed blocks beyond the cap are unmapped instead of kept.
+#include "zeropp/host_allocator.h"
+
+#include <vector>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+
+#include "gtest/gtest.h"
+
+namespace zeropp {
+namespace {
+
+TEST(HostBlockCache, ReusesLargeBlocksAtTheirSizeOnly) {
+  const HostAllocatorSettings s = TuneHostAllocator();
+  ASSERT_EQ(s.large_block_bytes, int64_t{1} << 20);
+  const int64_t n = (int64_t{3} << 20) / 4 + 5;  // 3 MiB + 20 bytes of fp32: rounded up to pages
+  const BlockCacheStats before = HostBlockCacheStats();
+  void* first = nullptr;
+  {
+    at::Tensor a = at::full({n}, 2.5f);
+    first = a.data_ptr();
+    EXPECT_FLOAT_EQ(a[n - 1].item<float>(), 2.5f);
+  }
+  const BlockCacheStats freed = HostBlockCacheStats();
+  EXPECT_EQ(freed.misses, before.misses + 1);
+  EXPECT_GE(freed.cached_bytes, before.cached_bytes + n * 4);
+  at::Tensor b = at::empty({n});
+  EXPECT_EQ(b.data_ptr(), first) << "a block of the same size should be reused";
+  EXPECT_EQ(HostBlockCacheStats().hits, freed.hits + 1);
+  b.fill_(-1.0f);
+  EXPECT_FLOAT_EQ(b[0].item<float>(), -1.0f);
+  // Below the block size: the allocator it replaced, the cache's counters unchanged.
+  const BlockCacheStats mid = HostBlockCacheStats();
+  { at::Tensor small = at::full({1000}, 1.0f); }
+  EXPECT_EQ(HostBlockCacheStats().hits + HostBlockCacheStats().misses, mid.hits + mid.misses);
+}
+
+TEST(HostBlockCache, KeepsNoMoreThanItsCap) {
+  const HostAllocatorSettings s = TuneHostAllocator();
+  const int64_t block = s.mmap_threshold - (int64_t{1} << 20);  // 31 MiB: the largest size cached
+  std::vector<at::Tensor> held;
+  const int count = static_cast<int>(s.cache_cap_bytes / block) + 3;  // more than the cap, untouched pages
+  for (int i = 0; i < count; ++i) held.push_back(at::empty({block}, at::TensorOptions().dtype(at::kByte)));
+  EXPECT_GE(HostBlockCacheStats().live_bytes, count * block);
+  held.clear();
+  const BlockCacheStats after = HostBlockCacheStats();
+  EXPECT_LE(after.cached_bytes, s.cache_cap_bytes);
+  EXPECT_GT(after.cached_bytes, s.cache_cap_bytes - 2 * block);
+  EXPECT_EQ(after.live_bytes, 0);
+}
+
+}  // namespace
+}  // namespace zeropp
