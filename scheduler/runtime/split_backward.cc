@@ -333,7 +333,8 @@ void SplitBackward::RunWeightPass() {
     // The direct products, when the node is of a kind computed directly. A linear layer's weight
     // gradient is accumulated by the product itself (addmm into .grad: no temporary, no second
     // pass over it), which autograd's whole backward cannot do.
-    // The node's first output's gradient only (layer norm's mean and deviation outputs get none).
+    // The node's first output's gradient only (layer norm's mean and deviation outputs get none;
+    // if they ever did, the autograd fallback below would read gamma, as B does).
     bool only_first = !b.slot->grads.empty() && b.slot->grads[0].defined();
     for (size_t i = 1; i < b.slot->grads.size(); ++i) only_first = only_first && !b.slot->grads[i].defined();
     if (only_first && DirectlyComputable(b.node.get())) {
