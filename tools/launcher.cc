@@ -13,7 +13,7 @@
 // process group and dies with the launcher (PR_SET_PDEATHSIG), so no process is left behind.
 // --malloc jemalloc (or ZEROPP_MALLOC=jemalloc) preloads Debian's libjemalloc2 into every rank,
 // for programs without the Trainer's host block cache (zeropp/host_allocator.h) or to compare
-// with it: on the 4-rank zeropp-vs-3d ZeRO-3 layout anonymous RSS grows 79 MB under glibc alone
+// with it: on the 4-rank zeropp-vs-3d ZeRO-3 layout anonymous RSS grows 79-106 MB under glibc alone
 // for 39 MB of live heap, 49 MB with the block cache, 44 MB with jemalloc.
 #include <arpa/inet.h>
 #include <fcntl.h>
