@@ -1,6 +1,7 @@
 // SplitBackward: B then W on a GPT chunk gives the gradients of one ordinary backward; B alone
-// leaves every matmul weight's gradient (and, when asked, every layer norm's) untouched; W never reads the weights (they hold NaN
-// while it runs); graphs that cannot be split exactly fall back to a whole backward in B.
+// leaves every matmul weight's gradient (and, when asked, every layer norm's) untouched; W never
+// reads the weights (they hold NaN while it runs); graphs that cannot be split exactly fall back
+// to a whole backward in B.
 #include "scheduler/runtime/split_backward.h"
 
 #include <limits>
