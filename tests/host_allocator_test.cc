@@ -7,6 +7,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <c10/core/CPUAllocator.h>
 
 #include "gtest/gtest.h"
 
@@ -36,6 +37,23 @@ TEST(HostBlockCache, ReusesLargeBlocksAtTheirSizeOnly) {
   const BlockCacheStats mid = HostBlockCacheStats();
   { at::Tensor small = at::full({1000}, 1.0f); }
   EXPECT_EQ(HostBlockCacheStats().hits + HostBlockCacheStats().misses, mid.hits + mid.misses);
+}
+
+// Kernels that take workspaces through Allocator::raw_allocate free them with the allocator's one
+// raw deleter: it must take back both its own blocks and the replaced allocator's small ones.
+TEST(HostBlockCache, RawAllocationsOfBothKindsRoundTrip) {
+  TuneHostAllocator();
+  c10::Allocator* a = c10::GetCPUAllocator();
+  ASSERT_NE(a->raw_deleter(), nullptr);
+  const BlockCacheStats before = HostBlockCacheStats();
+  void* big = a->raw_allocate(size_t{2} << 20);
+  void* small = a->raw_allocate(4096);
+  static_cast<char*>(big)[(size_t{2} << 20) - 1] = 1;
+  static_cast<char*>(small)[4095] = 1;
+  EXPECT_EQ(HostBlockCacheStats().live_bytes, before.live_bytes + (int64_t{2} << 20));
+  a->raw_deallocate(big);
+  a->raw_deallocate(small);
+  EXPECT_EQ(HostBlockCacheStats().live_bytes, before.live_bytes);
 }
 
 TEST(HostBlockCache, KeepsNoMoreThanItsCap) {

@@ -54,10 +54,17 @@ class BlockCache final : public c10::Allocator {
         throw std::bad_alloc();
       }
     }
-    return {p, new Block{this, p, bytes}, &Release, c10::Device(c10::kCPU)};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[p] = bytes;
+    }
+    return {p, p, &Delete, c10::Device(c10::kCPU)};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // blocks carry a context
+  // Allocator::raw_allocate/raw_deallocate (used by some kernels for workspaces) need one deleter
+  // for every pointer: ours, which recognises its blocks and hands anything else to the replaced
+  // allocator's deleter.
+  c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 
@@ -69,40 +76,45 @@ class BlockCache final : public c10::Allocator {
   }
 
  private:
-  struct Block {
-    BlockCache* owner;
-    void* p;
-    size_t bytes;
-  };
+  static void Delete(void* p);
 
-  static void Release(void* ctx) {
-    auto* b = static_cast<Block*>(ctx);
-    b->owner->Free(b->p, b->bytes);
-    delete b;
-  }
-
-  void Free(void* p, size_t bytes) {
+  void Free(void* p) {
+    size_t bytes = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stats_.live_bytes -= bytes;
-      if (cached_ + bytes <= cap_) {
-        free_[bytes].push_back(p);
-        cached_ += bytes;
-        return;
+      auto it = live_.find(p);
+      if (it == live_.end()) {
+        bytes = 0;
+      } else {
+        bytes = it->second;
+        live_.erase(it);
+        stats_.live_bytes -= bytes;
+        if (cached_ + bytes <= cap_) {
+          free_[bytes].push_back(p);
+          cached_ += bytes;
+          return;
+        }
       }
     }
-    munmap(p, bytes);
+    if (bytes > 0) {
+      munmap(p, bytes);
+    } else if (c10::DeleterFnPtr d = fallback_->raw_deleter()) {
+      d(p);  // a raw allocation the replaced allocator made
+    }
   }
 
   c10::Allocator* fallback_;
   const size_t min_, max_, cap_, page_;
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // freed blocks by size
+  std::unordered_map<void*, size_t> live_;              // blocks in use and their sizes
   size_t cached_ = 0;
   BlockCacheStats stats_;
 };
 
 BlockCache* g_cache = nullptr;
+
+void BlockCache::Delete(void* p) { g_cache->Free(p); }
 
 }  // namespace
 
