@@ -345,9 +345,9 @@ int Main(int argc, char** argv) {
                 pct(std::max(0.0, t - shares.Accounted())));
     std::fflush(stdout);
   }
+  const double run_tps = tokens_per_step * (cfg.steps - start) / secs;  // DONE's tokens/s
   if (cfg.mfu && lead) {
     // Over the timed window when there is one, else over the whole run (as DONE's tokens/s).
-    const double run_tps = tokens_per_step * (cfg.steps - start) / secs;
     const double tps = bench_tps > 0 ? bench_tps : run_tps;
     const double fpt = cfg.ModelFlopsPerToken();
     std::printf("MFU model_flops_per_token=%.0f tokens_per_s=%.1f model_gflops=%.2f matmul_gflops=%.1f mfu=%.4f "
@@ -362,7 +362,7 @@ int Main(int argc, char** argv) {
       MaxOverRanks(groups->world(), trainer->Memory().device.peak_allocated_bytes / 1048576.0);
   if (lead) {
     std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f%s\n",
-                (long long)cfg.steps, first_loss, last_loss, tokens_per_step * (cfg.steps - start) / secs,
+                (long long)cfg.steps, first_loss, last_loss, run_tps,
                 peak_rss_mb,
                 to.device == "cpu" ? "" : absl::StrCat(" peak_device_mb=", static_cast<int64_t>(peak_device_mb + 0.5)).c_str());
     std::fflush(stdout);

@@ -340,14 +340,16 @@ void SplitBackward::RunWeightPass() {
     if (only_first && DirectlyComputable(b.node.get())) {
       const at::Tensor& g = b.slot->grads[0];
       auto* mm = dynamic_cast<torch::autograd::generated::MmBackward0*>(b.node.get());
+      // Layer norm's dgamma and dbeta come from one call, not one per output.
+      const bool layer_norm = dynamic_cast<torch::autograd::generated::NativeLayerNormBackward0*>(b.node.get()) != nullptr;
+      const std::array<at::Tensor, 3> ln =
+          layer_norm ? LayerNormWeightGrads(b.node, b.weight_outputs, g) : std::array<at::Tensor, 3>{};
       std::vector<at::Tensor> direct;
-      if (dynamic_cast<torch::autograd::generated::NativeLayerNormBackward0*>(b.node.get()) != nullptr) {
-        const std::array<at::Tensor, 3> ln = LayerNormWeightGrads(b.node, b.weight_outputs, g);
-        for (size_t j = 0; j < b.weight_outputs.size(); ++j) {
+      for (size_t j = 0; j < b.weight_outputs.size(); ++j) {
+        if (layer_norm) {
           direct.push_back(FitTo(b.weight_edges[j], ln.at(b.weight_outputs[j])));
+          continue;
         }
-      }
-      for (size_t j = direct.size(); j < b.weight_outputs.size(); ++j) {
         bool transposed = false;
         at::Tensor* target = DirectGradTarget(b.weight_edges[j], &transposed);
         if (mm != nullptr && b.weight_outputs[j] == 1 && target != nullptr) {
