@@ -6,7 +6,9 @@ Reads the output of `./zpp bench zeropp-vs-3d` (both link shapings) and `./zpp b
 bazel-bin/tools/plan --predict on the calibrated description (scheduler/planner/hardware/
 cpu-local.json, from ./zpp calibrate, which never looks at these runs), and prints
 prediction/measurement per layout; RESULT lines give the share within 10% and the mean error, for
-step time and (zeropp-vs-3d) peak memory.
+step time and (zeropp-vs-3d) peak memory, against the peak tensor bytes (what the memory model
+predicts: what training holds, as a GPU's peak allocated bytes) and against peak RSS (that plus what
+the allocators keep after a free).
   planner_local.py [--hardware JSON] [--vs3d FILE] [--pipeline FILE]
 """
 import argparse
@@ -25,6 +27,9 @@ def newest(pattern):
     if not files:
         sys.exit(f"planner_local: no file matches {pattern}; run the benchmark first")
     return files[-1]
+
+
+MIB = 1048576 / 1e6  # /proc's kB are KiB: RSS in MiB to MB
 
 
 def predict(hw_path, args):
@@ -71,6 +76,7 @@ def main():
     args = ap.parse_args()
     hw = hardware(args.hardware)
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
+    reserved_mb = hw["memory"]["reserved_gb"] * 1e3
     rows = []
     vs = args.vs3d or newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
     gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
@@ -85,10 +91,14 @@ def main():
         extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps)]
         p = predict(args.hardware, gpt + VS3D[f[0]].split() + extra)
         measured_s = 32 * 128 / float(f[cols["tok/s"]])
-        # The bench reports peak RSS net of an idle process (libtorch loaded, nothing run); add the
-        # idle RSS ./zpp calibrate measured to compare with the predicted total.
-        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), float(f[cols["rssMB"]]) + idle_rss_mb,
-                     float(p["mem_mb"])))
+        # The bench reports peak RSS (MiB, as /proc counts it) net of an idle process (libtorch
+        # loaded, nothing run); add the idle RSS ./zpp calibrate measured to compare with the
+        # predicted total (MB). Tensors: the most bytes CPU tensors held at once (MB; the host's
+        # counterpart of a GPU's peak allocated bytes), plus the reserved baseline the prediction
+        # carries too; RSS adds what the allocators keep after a free.
+        rss = (float(f[cols["rssMB"]]) + idle_rss_mb) * MIB
+        tensor = float(f[cols["tensorMB"]]) + reserved_mb if "tensorMB" in cols else None
+        rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), rss, float(p["mem_mb"]), tensor))
     pipe = args.pipeline or newest("benchmarks/results/pipeline-2*[0-9].txt")
     pp = None
     for line in open(pipe):
@@ -102,18 +112,26 @@ def main():
                      f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps} "
                      + PIPE[f[0]]).split()
             p = predict(args.hardware, flags)
-            rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None))
+            rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None, None))
     print(f"# measurements: {vs}, {pipe}; hardware: {args.hardware}")
-    print(f"{'layout':38s} {'measured_s':>10s} {'predicted_s':>11s} {'pred/meas':>9s}  {'rss_MB':>10s} {'pred_MB':>8s} {'pred/meas':>9s}")
-    t_err, m_err = [], []
-    for name, ms, ps, mm, pm in rows:
+    print(f"# memory in MB (1e6 B); rss_MB: peak RSS; tensor_MB: peak tensor bytes + the reserved {reserved_mb:.1f} MB")
+    print(f"{'layout':38s} {'measured_s':>10s} {'predicted_s':>11s} {'pred/meas':>9s}  {'rss_MB':>7s} {'tensor_MB':>9s} "
+          f"{'pred_MB':>8s} {'pred/rss':>8s} {'pred/tensor':>11s}")
+    t_err, m_err, a_err = [], [], []
+    for name, ms, ps, mm, pm, tm in rows:
         t_err.append(ps / ms - 1)
         mem = ""
         if mm is not None:
             m_err.append(pm / mm - 1)
-            mem = f"{mm:10.0f} {pm:8.1f} {pm / mm:9.3f}"
+            if tm is not None:
+                a_err.append(pm / tm - 1)
+            tcol = f"{tm:9.1f}" if tm is not None else f"{'-':>9s}"
+            tr = f"{pm / tm:11.3f}" if tm is not None else f"{'-':>11s}"
+            mem = f"{mm:7.1f} {tcol} {pm:8.1f} {pm / mm:8.3f} {tr}"
         print(f"{name:38s} {ms:10.4f} {ps:11.4f} {ps / ms:9.3f}  {mem}")
-    for label, errs in (("step_time", t_err), ("peak_memory", m_err)):
+    for label, errs in (("step_time", t_err), ("peak_memory_tensors", a_err), ("peak_memory_rss", m_err)):
+        if not errs:
+            continue
         within = sum(abs(e) <= 0.10 for e in errs) / len(errs)
         mean = sum(abs(e) for e in errs) / len(errs)
         print(f"# {label}: {len(errs)} layouts, mean |error| {mean:.3f}, worst {max(abs(e) for e in errs):.3f}")

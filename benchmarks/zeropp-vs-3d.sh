@@ -4,6 +4,7 @@
 # on 4 ranks as 2 nodes x 2 (tools/two_nodes.sh: network namespaces joined by veth; one node with
 # 4 ranks where namespaces cannot be made), once with the inter-node link unshaped and once shaped
 # to RATE (default 1gbit). Per layout: tokens/s, peak RSS net of the idle process (max over ranks),
+# the most tensor bytes live at once in training (max over ranks; zeropp/host_allocator.h),
 # bytes per rank per step (the zero group's gathers and reductions, the TP group's collectives,
 # counted) beside the formulas, bytes per step on the inter-node link (veth counters) and on
 # node 0's loopback. Then the crossover sweep (sequence length x U at fixed width: counted bytes
@@ -88,8 +89,8 @@ TSV="$WORK/rows.tsv"
 echo "# bytes: rank 0's per step in its sharding group (zero group; TP group for 3d), counted, and the"
 echo "# formula; paper: 36*B*h^2/U-style closed form; inter_node_B: veth bytes per step (both ways, all"
 echo "# steps and set-up averaged); lo_B_rank: node 0's loopback bytes per rank per timed step"
-printf "%-20s %-8s %9s %6s %8s %8s %8s %12s %12s %12s %13s %11s\n" layout link tok/s mfu loss0 lossN rssMB \
-  measured_B formula_B paper_B inter_node_B lo_B_rank
+printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s\n" layout link tok/s mfu loss0 lossN rssMB \
+  tensorMB measured_B formula_B paper_B inter_node_B lo_B_rank
 for shape in unshaped shaped; do
   [[ $two_nodes == 0 && $shape == shaped ]] && continue
   for entry in "${LAYOUTS[@]}"; do
@@ -100,7 +101,7 @@ for shape in unshaped shaped; do
       echo "error: layout $name ($shape) failed:"; tail -20 "$WORK/out"; exit 1
     fi
     tps=$(field tokens_per_s) counted=$(field counted_bytes_per_rank_step) tpb=$(field tp_bytes_per_rank_step)
-    rss=$(field peak_rss_net_mb) lo=$(field wire_bytes_per_rank_step) inter=$(field inter_node_bytes)
+    rss=$(field peak_rss_net_mb) tensor=$(field peak_tensor_mb) lo=$(field wire_bytes_per_rank_step) inter=$(field inter_node_bytes)
     l0=$(field first_loss) ln=$(field last_loss) gflops=$(field model_gflops)
     mfu=$(awk -v g="$gflops" -v b="$BOUND" 'BEGIN { printf "%.3f", g / b }')
     tpb=${tpb:-0} inter=${inter:-0}
@@ -118,9 +119,9 @@ for shape in unshaped shaped; do
       measured=$counted
     fi
     paper=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
-    echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu" >>"$TSV"
-    printf "%-20s %-8s %9.0f %6s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
-      "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo"
+    echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu\t$tensor" >>"$TSV"
+    printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
+      "$tensor" "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo"
   done
 done
 python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "${PLOT:-benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png}" \

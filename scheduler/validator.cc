@@ -32,6 +32,7 @@ struct RankState {
   std::set<std::pair<int, int>> forwarded, backwarded, pending_w, weighted;
   std::set<std::pair<int, int>> got_act, got_grad;  // (chunk on this rank, mb) whose input arrived
   std::map<int, int> last_backward_pos;             // chunk -> index of its last B/W
+  int kept = 0;                                      // stashed forwards of chunks not recomputed
   RankReport report;
 };
 
@@ -91,6 +92,7 @@ ValidationReport Validate(const Schedule& s, P2PMode mode) {
         }
         x.forwarded.insert(cm);
         x.report.peak_activations = std::max<int>(x.report.peak_activations, x.forwarded.size() - x.backwarded.size());
+        if (!s.Recompute(r, a.chunk)) x.report.peak_kept_activations = std::max(x.report.peak_kept_activations, ++x.kept);
         break;
       }
       case ActionKind::kBackward:
@@ -105,6 +107,7 @@ ValidationReport Validate(const Schedule& s, P2PMode mode) {
           if (!have) fail(at + "output gradient not available (missing receive or later backward)");
         }
         x.backwarded.insert(cm);
+        if (!s.Recompute(r, a.chunk)) --x.kept;
         if (a.kind == ActionKind::kBackwardInput) {
           x.pending_w.insert(cm);
           x.report.peak_pending_w = std::max<int>(x.report.peak_pending_w, x.pending_w.size());

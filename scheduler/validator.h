@@ -10,7 +10,8 @@
 //   - every (chunk, micro-batch) has one forward and one backward (B, or Bi then W) per rank, in
 //     data-dependency order across virtual stages;
 //   - each chunk's gradient is reduced after its last backward; the optimizer step comes last.
-// Reported per rank: peak stashed activations (forwards whose backward has not run), peak
+// Reported per rank: peak stashed activations (forwards whose backward has not run; and of
+// chunks that do not recompute, whose stash is whole activations rather than an input), peak
 // gathered chunks, peak pending weight-gradient passes, and gather/reduce counts.
 #pragma once
 
@@ -26,6 +27,7 @@ enum class P2PMode { kEager, kRendezvous };
 
 struct RankReport {
   int peak_activations = 0;
+  int peak_kept_activations = 0;  // of those, forwards of chunks that keep all they saved (not recomputed)
   int peak_gathered = 0;
   int peak_pending_w = 0;
   int gathers = 0;

@@ -26,7 +26,7 @@ coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/coll
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
 base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
-echo "calibrate: baseline rank RSS ${base} MB"
+echo "calibrate: baseline rank RSS ${base} MiB"
 python3 - "$OUT" "$base" <<PY
 import json, re, sys, time
 out, base = sys.argv[1], float(sys.argv[2])
@@ -51,7 +51,7 @@ hw = {
   "name": "cpu-local",
   "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
             "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
-            "%.0f us; baseline rank RSS %.0f MB; inter_node = tools/two_nodes.sh's tc tbf 1gbit (configured, not measured)"
+            "%.0f us; baseline rank RSS %.0f MiB; inter_node = tools/two_nodes.sh's tc tbf 1gbit (configured, not measured)"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base),
   "devices_per_node": 2,
   "shared_compute_units": 2,
@@ -59,7 +59,7 @@ hw = {
   "peak_tflops": {"bf16": peak / 1e3, "fp32": peak / 1e3},
   "matmul": {"max_efficiency": 1.0, "half_dim": half},
   "attention_efficiency": 0.5,
-  "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": base / 1e3},
+  "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "inter_node": {"bandwidth_gbps": 0.125, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "allreduce_algorithm": "ring",

@@ -27,6 +27,7 @@
 #include "zeropp/cli/loopback_bound.h"
 #include "zeropp/cli/matmul_bound.h"
 #include "zeropp/cli/proc_status.h"
+#include "zeropp/host_allocator.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
 #include "models/llama.h"
@@ -130,6 +131,8 @@ int Main(int argc, char** argv) {
   if (lead && !cfg.save_dir.empty()) cli::CheckCreatableDir("save-dir", cfg.save_dir);
   cfg.CheckMemoryEstimate(env.local_world_size);
   at::set_num_threads(cfg.threads);
+  // Before the model exists, so that the tensor counters (HostBlockCacheStats) see all of it.
+  if (cfg.trainer.tune_host_allocator) TuneHostAllocator();
 
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
   // With evaluation on, the last 5% of the stream is held out: training never sees it.
@@ -190,6 +193,8 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  // The tensor peak is training's: from here, after set-up (sharding freed the whole model).
+  ResetHostTensorPeak();
   std::ofstream metrics;
   if (lead && !cfg.metrics.empty()) metrics.open(cfg.metrics);
   if (lead && !cfg.metrics.empty() && !metrics) throw std::invalid_argument("metrics: cannot write '" + cfg.metrics + "'");
@@ -316,6 +321,7 @@ int Main(int argc, char** argv) {
     const double tps = tokens_per_step * timed / bsecs;
     bench_tps = tps;
     const double net_rss = MaxOverRanks(groups->world(), PeakRssMb() - idle_rss_mb);
+    const double peak_tensor = MaxOverRanks(groups->world(), HostBlockCacheStats().tensor_peak_bytes / 1e6);
     double step_mean = 0, step_sd = 0;  // rank 0's timed steps: mean and sample standard deviation
     for (double x : bench_step_s) step_mean += x / bench_step_s.size();
     for (double x : bench_step_s) step_sd += (x - step_mean) * (x - step_mean) / std::max<size_t>(1, bench_step_s.size() - 1);
@@ -323,11 +329,11 @@ int Main(int argc, char** argv) {
     if (lead) {
       std::printf("BENCH framework=zeropp ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
                   "counted_bytes_per_rank_step=%.0f exposed_comm_share=%.3f model_flops_per_token=%.0f "
-                  "model_gflops=%.2f peak_rss_net_mb=%.0f predicted_zero_bytes_per_rank_step=%.0f "
+                  "model_gflops=%.2f peak_rss_net_mb=%.0f peak_tensor_mb=%.1f predicted_zero_bytes_per_rank_step=%.0f "
                   "step_s_mean=%.4f step_s_sd=%.4f steps_timed=%zu\n",
                   env.world_size, tps, static_cast<double>(lo1 - lo0) / timed / env.world_size,
                   static_cast<double>(counted) / timed, exposed, cfg.ModelFlopsPerToken(),
-                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss, PredictedZeroBytes(*trainer), step_mean, step_sd,
+                  tps * cfg.ModelFlopsPerToken() / 1e9, net_rss, peak_tensor, PredictedZeroBytes(*trainer), step_mean, step_sd,
                   bench_step_s.size());
     }
   }

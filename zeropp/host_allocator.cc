@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -30,7 +31,17 @@ class BlockCache final : public c10::Allocator {
         page_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {}
 
   c10::DataPtr allocate(size_t n) override {
-    if (n < min_ || n >= max_) return fallback_->allocate(n);
+    if (n < min_ || n >= max_) {
+      // The replaced allocator's memory, under this allocator's deleter so that its bytes are
+      // counted out when freed (Free hands unknown pointers to the replaced allocator's deleter).
+      c10::DataPtr d = fallback_->allocate(n);
+      void* p = d.get();
+      if (p == nullptr) return d;
+      if (d.get_context() != p || d.get_deleter() != fallback_->raw_deleter()) return d;  // not a plain pointer
+      d.release_context();  // ownership passes to the DataPtr below
+      AddLive(HeapBytes(p));
+      return {p, p, &Delete, c10::Device(c10::kCPU)};
+    }
     const size_t bytes = (n + page_ - 1) / page_ * page_;
     void* p = nullptr;
     {
@@ -46,11 +57,13 @@ class BlockCache final : public c10::Allocator {
       }
       stats_.live_bytes += bytes;
     }
+    AddLive(static_cast<int64_t>(bytes));
     if (p == nullptr) {
       p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) {
         std::lock_guard<std::mutex> lock(mu_);
         stats_.live_bytes -= bytes;
+        AddLive(-static_cast<int64_t>(bytes));
         throw std::bad_alloc();
       }
     }
@@ -72,11 +85,32 @@ class BlockCache final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     BlockCacheStats s = stats_;
     s.cached_bytes = static_cast<int64_t>(cached_);
+    s.tensor_live_bytes = tensor_live_.load();
+    s.tensor_peak_bytes = tensor_peak_.load();
     return s;
   }
 
+  void ResetPeak() { tensor_peak_.store(tensor_live_.load()); }
+
  private:
   static void Delete(void* p);
+
+  // The bytes the replaced allocator holds for p: malloc_usable_size where the C library has it
+  // (glibc, and jemalloc when preloaded), else not counted.
+  static int64_t HeapBytes(void* p) {
+#if defined(__GLIBC__)
+    return static_cast<int64_t>(malloc_usable_size(p));
+#else
+    return 0;
+#endif
+  }
+
+  void AddLive(int64_t bytes) {
+    const int64_t now = tensor_live_.fetch_add(bytes) + bytes;
+    int64_t peak = tensor_peak_.load();
+    while (now > peak && !tensor_peak_.compare_exchange_weak(peak, now)) {
+    }
+  }
 
   void Free(void* p) {
     size_t bytes = 0;
@@ -89,6 +123,7 @@ class BlockCache final : public c10::Allocator {
         bytes = it->second;
         live_.erase(it);
         stats_.live_bytes -= bytes;
+        AddLive(-static_cast<int64_t>(bytes));
         if (cached_ + bytes <= cap_) {
           free_[bytes].push_back(p);
           cached_ += bytes;
@@ -99,7 +134,8 @@ class BlockCache final : public c10::Allocator {
     if (bytes > 0) {
       munmap(p, bytes);
     } else if (c10::DeleterFnPtr d = fallback_->raw_deleter()) {
-      d(p);  // a raw allocation the replaced allocator made
+      AddLive(-HeapBytes(p));
+      d(p);  // a tensor or raw allocation the replaced allocator made
     }
   }
 
@@ -110,6 +146,7 @@ class BlockCache final : public c10::Allocator {
   std::unordered_map<void*, size_t> live_;              // blocks in use and their sizes
   size_t cached_ = 0;
   BlockCacheStats stats_;
+  std::atomic<int64_t> tensor_live_{0}, tensor_peak_{0};  // blocks and the replaced allocator's tensors
 };
 
 BlockCache* g_cache = nullptr;
@@ -139,5 +176,9 @@ HostAllocatorSettings TuneHostAllocator() {
 }
 
 BlockCacheStats HostBlockCacheStats() { return g_cache ? g_cache->Stats() : BlockCacheStats{}; }
+
+void ResetHostTensorPeak() {
+  if (g_cache) g_cache->ResetPeak();
+}
 
 }  // namespace zeropp

@@ -38,7 +38,14 @@ struct BlockCacheStats {
   int64_t hits = 0, misses = 0;  // allocations served from the cache, and freshly mapped
   int64_t cached_bytes = 0;      // freed blocks kept for reuse
   int64_t live_bytes = 0;        // blocks in use
+  // Every CPU tensor and raw CPU allocation (blocks and the replaced allocator's, the latter by
+  // malloc_usable_size): live now and the most live at once since the last ResetHostTensorPeak.
+  // The host's counterpart of the CUDA caching allocator's allocated and peak allocated bytes:
+  // what training holds, without what the allocators keep freed (RSS includes that).
+  int64_t tensor_live_bytes = 0, tensor_peak_bytes = 0;
 };
 BlockCacheStats HostBlockCacheStats();
+// Starts a new peak at the bytes live now.
+void ResetHostTensorPeak();
 
 }  // namespace zeropp

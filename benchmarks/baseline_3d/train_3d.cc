@@ -29,6 +29,7 @@
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/loopback_bound.h"
 #include "zeropp/cli/proc_status.h"
+#include "zeropp/host_allocator.h"
 #include "zeropp/zeropp.h"
 
 namespace zeropp {
@@ -127,6 +128,8 @@ int Main(int argc, char** argv) {
     if (!err.empty()) throw std::invalid_argument(err);
   }
   at::set_num_threads(cfg.threads);
+  // As tools/train: before the model exists, so that the tensor counters see all of it.
+  if (cfg.trainer.tune_host_allocator) TuneHostAllocator();
   const bool lead = env.rank == 0;
   auto corpus = models::ByteCorpus::FromDirectory(cfg.data_dir);
   torch::manual_seed(cfg.seed);
@@ -174,6 +177,7 @@ int Main(int argc, char** argv) {
   };
   double first = 0, last = 0;
   int64_t lo0 = 0, wait_us = 0, counted = 0, tp_counted = 0;
+  ResetHostTensorPeak();  // training's peak, after set-up
   auto t0 = std::chrono::steady_clock::now(), tb = t0;
   for (int64_t step = 0; step < cfg.steps; ++step) {
     if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
@@ -210,16 +214,17 @@ int Main(int argc, char** argv) {
     const double tps = tokens_per_step * timed / bsecs;
     const double exposed = SumOverRanks(all->world(), wait_us / 1e6 / bsecs) / env.world_size;
     const double net_rss = MaxOverRanks(all->world(), PeakRssMb() - idle_rss_mb);
+    const double peak_tensor = MaxOverRanks(all->world(), HostBlockCacheStats().tensor_peak_bytes / 1e6);
     // Rank 0's own counters (as tools/train reports them): the first pipeline stage's.
     const double tp_bytes = static_cast<double>(tp_counted) / timed;
     const double other = static_cast<double>(counted) / timed;
     if (lead) {
       std::printf("BENCH framework=3d ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
                   "counted_bytes_per_rank_step=%.0f tp_bytes_per_rank_step=%.0f exposed_comm_share=%.3f "
-                  "model_flops_per_token=%.0f model_gflops=%.2f peak_rss_net_mb=%.0f\n",
+                  "model_flops_per_token=%.0f model_gflops=%.2f peak_rss_net_mb=%.0f peak_tensor_mb=%.1f\n",
                   env.world_size, tps, static_cast<double>(cli::LoopbackTxBytes() - lo0) / timed / env.world_size,
                   other + tp_bytes, tp_bytes, exposed, flops_per_token, tps * flops_per_token / 1e9,
-                  net_rss);
+                  net_rss, peak_tensor);
     }
   }
   const double peak = MaxOverRanks(all->world(), PeakRssMb());

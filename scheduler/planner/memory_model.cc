@@ -1,6 +1,8 @@
 #include "scheduler/planner/memory_model.h"
 
 #include <algorithm>
+#include <deque>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -8,11 +10,14 @@ namespace zeropp {
 namespace planner {
 
 std::string MemoryBreakdown::ToString() const {
+  const bool gb = Total() >= 1e9;  // small models in MB, where GB would print zeros
+  const double u = gb ? 1e9 : 1e6;
+  const int d = gb ? 2 : 1;
   return absl::StrFormat(
-      "params %.2f + grads %.2f + optimizer %.2f + unsharded %.2f + activations %.2f + working %.2f + reserved "
-      "%.2f = %.2f GB (pipeline rank %d)",
-      params / 1e9, grads / 1e9, optimizer / 1e9, unsharded / 1e9, activations / 1e9, working / 1e9, reserved / 1e9,
-      Total() / 1e9, rank);
+      "params %.*f + grads %.*f + optimizer %.*f + unsharded %.*f + activations %.*f + working %.*f + reserved "
+      "%.*f = %.*f %s (pipeline rank %d)",
+      d, params / u, d, grads / u, d, optimizer / u, d, unsharded / u, d, activations / u, d, working / u, d,
+      reserved / u, d, Total() / u, gb ? "GB" : "MB", rank);
 }
 
 double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_bytes) {
@@ -40,20 +45,36 @@ double StageParameters(const ModelShape& m, const Layout& l, int rank) {
   return p;
 }
 
+namespace {
+
+// Parameters of local chunk c on pipeline rank r (before tp or zero division): its layers, plus
+// the embedding on the first virtual stage and the head on the last. ZeRO-3 (one rank, one chunk
+// per layer): the embedding rides on the first chunk and the head on the last (a tied head only
+// with more than one chunk: it then holds its own copy, or uses the first chunk's, as big).
+double ChunkParameters(const ModelShape& m, const scheduler::Schedule& s, int r, int c) {
+  const int stages = s.pp * s.v;
+  const int vstage = c * s.pp + r;
+  double p = static_cast<double>(m.layers) / stages * m.LayerParameters();
+  const double table = static_cast<double>(m.vocab) * m.hidden;
+  if (vstage == 0) p += m.EmbeddingParameters() - table * (m.tied_embedding ? 0 : 1);  // table, positions, norm
+  if (vstage == stages - 1 && (!m.tied_embedding || stages > 1)) p += table;          // the head's own matrix
+  return p;
+}
+
+}  // namespace
+
 MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
-                                   const scheduler::ValidationReport& report, int r) {
+                                   const scheduler::Schedule& s, int r) {
+  using scheduler::ActionKind;
   const double vb = hw.value_bytes;
   const bool bf16 = hw.value_bytes == 2;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
-  const int chunks = l.design == Design::kZero3 ? m.layers : l.pp * l.v;
-  const double layers_per_chunk = static_cast<double>(m.layers) / chunks;
+  const double layers_per_chunk = static_cast<double>(m.layers) / (s.pp * s.v);
   const double layer_act = LayerActivationBytes(m, l, hw.value_bytes);
   const double input_bytes = tokens * m.hidden * vb / (l.sequence_parallel ? l.tp : 1);
   MemoryBreakdown b;
   b.rank = r;
   const double stage = StageParameters(m, l, r);
-  const int peak_stash = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_activations : 0;
-  const int peak_gathered = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_gathered : 0;
   if (l.design == Design::k3D) {
     const double own = stage / l.tp;
     b.params = vb * own;
@@ -64,35 +85,114 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     b.params = vb * shard;
     b.grads = vb * shard;
     b.optimizer = ((bf16 ? 4.0 : 0.0) + 8.0) * shard / (l.zero1 ? l.dp : 1);
-    if (l.zero > 1) {
-      // The largest chunk: a layer group plus the embedding or head it carries.
-      const double chunk = stage / (l.design == Design::kZero3 ? m.layers : l.v) +
-                           (l.design == Design::kZero3 ? static_cast<double>(m.vocab) * m.hidden : 0.0);
-      b.unsharded = vb * chunk * (peak_gathered + 1);
+  }
+  // The step replayed on this rank's actions, as the engine holds memory (engine.cc): a Gather
+  // holds the chunk unsharded until its Release; the first backward of a chunk allocates its
+  // unsharded gradient, which its ReduceGrad hands to a reduction that holds it until it lands
+  // (at most max_pending_reductions = 2 in flight: the oldest is waited for beyond that; taken as
+  // landing no sooner); a chunk carrying a tensor tied across stages keeps its gradient until the
+  // optimizer step. F stashes whole activations, or only the input of a recomputed chunk; Bi
+  // leaves its W's hold until W runs. Transient, during one action: a recomputed chunk's
+  // activations in its backward, the last stage's logits. The peak is of the sum at one moment.
+  const bool sharded = l.design != Design::k3D && l.zero > 1;
+  const int stages = s.pp * s.v;
+  const bool cross_tied = m.tied_embedding && stages > 1 && s.pp > 1;
+  std::vector<double> chunk_bytes(s.v, 0.0);
+  std::vector<bool> deferred(s.v, false);
+  for (int c = 0; c < s.v; ++c) {
+    chunk_bytes[c] = sharded ? vb * ChunkParameters(m, s, r, c) : 0.0;
+    const int vstage = c * s.pp + r;
+    deferred[c] = cross_tied && (vstage == 0 || vstage == stages - 1);
+  }
+  const double recomputed_stash = l.design == Design::k3D ? layers_per_chunk * input_bytes : input_bytes;
+  const double w_hold = layers_per_chunk * LayerWeightPassBytes(m, l, hw.value_bytes);
+  const double logits = tokens * m.vocab / l.tp * (vb + 4);
+  const double recompute_working = (l.design == Design::k3D ? 1.0 : layers_per_chunk) * layer_act;
+  constexpr int kPendingReductions = 2;  // EngineOptions::max_pending_reductions' default
+  double gathered = 0, grads = 0, stash = 0, w = 0;
+  std::vector<bool> accumulating(s.v, false);
+  std::deque<double> pending;
+  double pending_bytes = 0;
+  MemoryBreakdown peak_at;  // the parts at the peak moment
+  double peak = -1;
+  auto note = [&](double transient) {
+    const double total = gathered + grads + pending_bytes + stash + w + transient;
+    if (total > peak) {
+      peak = total;
+      peak_at.unsharded = gathered + grads + pending_bytes;
+      peak_at.activations = stash + w;
+      peak_at.working = transient;
+    }
+  };
+  auto stash_of = [&](int c) { return s.Recompute(r, c) ? recomputed_stash : layers_per_chunk * layer_act; };
+  auto is_last_vstage = [&](int c) { return c * s.pp + r == stages - 1; };
+  note(0);
+  if (r < static_cast<int>(s.ranks.size())) {
+    for (const scheduler::Action& a : s.ranks[r]) {
+      const int c = a.chunk;
+      switch (a.kind) {
+        case ActionKind::kGather:
+          gathered += chunk_bytes[c];
+          note(0);
+          break;
+        case ActionKind::kRelease:
+          gathered -= chunk_bytes[c];
+          break;
+        case ActionKind::kForward:
+          stash += stash_of(c);
+          note(is_last_vstage(c) ? logits : 0.0);
+          break;
+        case ActionKind::kBackward:
+        case ActionKind::kBackwardInput: {
+          if (!accumulating[c]) {
+            accumulating[c] = true;
+            grads += chunk_bytes[c];
+          }
+          double transient = (s.Recompute(r, c) ? recompute_working : 0.0) + (is_last_vstage(c) ? logits : 0.0);
+          note(transient);
+          // Bi of a chunk that kept its activations leaves them to W (its graph is kept for the
+          // weight pass); a recomputed chunk's stash is only its input, done with at Bi.
+          if (a.kind == ActionKind::kBackward || s.Recompute(r, c)) stash -= stash_of(c);
+          if (a.kind == ActionKind::kBackwardInput) w += w_hold;
+          note(0);
+          break;
+        }
+        case ActionKind::kBackwardWeight:
+          w -= w_hold;
+          if (!s.Recompute(r, c)) stash -= stash_of(c);
+          break;
+        case ActionKind::kReduceGrad:
+          if (!deferred[c] && accumulating[c]) {
+            accumulating[c] = false;
+            grads -= chunk_bytes[c];
+            pending.push_back(chunk_bytes[c]);
+            pending_bytes += chunk_bytes[c];
+            while (static_cast<int>(pending.size()) > kPendingReductions) {
+              pending_bytes -= pending.front();
+              pending.pop_front();
+            }
+          }
+          break;
+        case ActionKind::kOptimizerStep:
+          note(0);
+          break;
+        default:
+          break;
+      }
     }
   }
-  double stash;
-  if (!l.recompute) {
-    stash = layers_per_chunk * layer_act;
-  } else if (l.design == Design::k3D) {
-    stash = layers_per_chunk * input_bytes;
-  } else {
-    stash = input_bytes;
-  }
-  const int peak_pending_w = r < static_cast<int>(report.ranks.size()) ? report.ranks[r].peak_pending_w : 0;
-  b.activations = peak_stash * stash + peak_pending_w * layers_per_chunk * LayerWeightPassBytes(m, l, hw.value_bytes);
-  if (l.recompute) b.working += (l.design == Design::k3D ? 1.0 : layers_per_chunk) * layer_act;
-  if (r == l.pp - 1) b.working += tokens * m.vocab / l.tp * (vb + 4);
-  if (l.pp > 1) b.working += 2 * input_bytes;
+  b.unsharded = peak_at.unsharded;
+  b.activations = peak_at.activations;
+  b.working = peak_at.working + (l.pp > 1 ? 2 * input_bytes : 0.0);
   b.reserved = hw.reserved_bytes;
   return b;
 }
 
 MemoryBreakdown EstimateMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
-                               const scheduler::ValidationReport& report) {
+                               const scheduler::Schedule& s) {
   MemoryBreakdown best;
   for (int r = 0; r < l.pp; ++r) {
-    const MemoryBreakdown b = EstimateRankMemory(m, l, hw, report, r);
+    const MemoryBreakdown b = EstimateRankMemory(m, l, hw, s, r);
     if (b.Total() > best.Total()) best = b;
   }
   return best;

@@ -6,17 +6,20 @@
 //   ZeRO    over the zero group: compute shard (2) + reduce-dtype gradient shard (2) + master (4)
 //           + m, v (8), as MemoryStats counts them (fp32: 4 + 4 + 8); ZeRO-1 across replicas
 //           divides master and moments by dp
-// Unsharded buffers (ZeRO): the validator's peak gathered chunks in the compute dtype, plus one
-// chunk's unsharded gradient. Activations per layer and micro-batch (Korthikanti et al. 2022),
-// bytes at 2 B per value: s*b*h*(10 + (8 + c_ffn*ffn/h)/t) with c_ffn = 4 (GeLU) or 6 (SwiGLU);
-// sequence parallelism divides the 10 by t too; dense attention adds 5*heads*s^2*b/t. A stash
-// is that times the chunk's layers, or with recomputation only its inputs (3D: every layer's
-// input, as Megatron's full recompute; ZeroPP: the chunk's input); the validator's peak stash
-// count per rank multiplies it. Working set: one recomputed unit's activations, the last
-// stage's logits (compute dtype + fp32 softmax), send/receive buffers; plus reserved. A decoupled
-// W (zero-bubble schedules, ZeroPP) keeps, from its B until it runs, each linear layer's saved
-// input and output gradient (LayerWeightPassBytes): the validator's peak pending W count per rank
-// multiplies that times the chunk's layers.
+// Unsharded buffers (ZeRO), activations and working set: the schedule replayed on the rank's
+// actions, summed at each moment, as the engine holds them: gathered chunks between Gather and
+// Release (compute dtype); a chunk's unsharded gradient from its first backward to its
+// ReduceGrad, then in a reduction until it lands (at most 2 in flight, EngineOptions'
+// max_pending_reductions; a chunk with a tensor tied across stages keeps it to the optimizer
+// step); stashed activations from F to B. Activations per layer and micro-batch (Korthikanti et
+// al. 2022), bytes at 2 B per value: s*b*h*(10 + (8 + c_ffn*ffn/h)/t) with c_ffn = 4 (GeLU) or 6
+// (SwiGLU); sequence parallelism divides the 10 by t too; dense attention adds 5*heads*s^2*b/t. A
+// stash is that times the chunk's layers, or for a chunk the schedule recomputes only inputs (3D:
+// every layer's, as Megatron's full recompute; ZeroPP: the chunk's). A decoupled W (zero-bubble
+// schedules, ZeroPP) keeps, from its Bi until it runs, each linear layer's saved input and output
+// gradient (LayerWeightPassBytes) times the chunk's layers. Transient, during one action: a
+// recomputed chunk's activations in its backward, the last stage's logits (compute dtype + fp32
+// softmax). Plus send/receive buffers and reserved. The breakdown is of the peak moment.
 #pragma once
 
 #include <string>
@@ -24,7 +27,7 @@
 #include "scheduler/planner/hardware.h"
 #include "scheduler/planner/layout.h"
 #include "scheduler/planner/model_shape.h"
-#include "scheduler/validator.h"
+#include "scheduler/schedule.h"
 
 namespace zeropp {
 namespace planner {
@@ -38,7 +41,7 @@ struct MemoryBreakdown {
   int rank = 0;                                 // the pipeline rank this peak is on
   double ModelState() const { return params + grads + optimizer; }
   double Total() const { return ModelState() + unsharded + activations + working + reserved; }
-  std::string ToString() const;  // "params 1.2 GB + grads ... = total" in GB
+  std::string ToString() const;  // "params 1.20 + grads ... = 9.87 GB (pipeline rank 0)"; MB under 1 GB
 };
 
 // Bytes of one layer's activations for one micro-batch (no recomputation).
@@ -51,12 +54,12 @@ double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_byte
 // Parameters held by pipeline rank r (all its chunks, before tp or zero division).
 double StageParameters(const ModelShape& m, const Layout& l, int rank);
 
-// One pipeline rank's peak; `report` as below.
+// One pipeline rank's peak over the layout's (validated) schedule s.
 MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
-                                   const scheduler::ValidationReport& report, int rank);
-// Peak over pipeline ranks; `report` is the validator's report of the layout's schedule.
+                                   const scheduler::Schedule& s, int rank);
+// The peak over pipeline ranks.
 MemoryBreakdown EstimateMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
-                               const scheduler::ValidationReport& report);
+                               const scheduler::Schedule& s);
 
 }  // namespace planner
 }  // namespace zeropp

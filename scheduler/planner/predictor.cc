@@ -139,7 +139,16 @@ scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const 
 }
 
 MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
-  return EstimateMemory(m, l, hw, ValidatedReport(m, l, hw, global_batch).second);
+  return EstimateMemory(m, l, hw, ValidatedReport(m, l, hw, global_batch).first);
+}
+
+std::vector<MemoryBreakdown> PredictMemoryPerRank(const ModelShape& m, const Layout& l, const Hardware& hw,
+                                                  int global_batch, scheduler::ValidationReport* report) {
+  const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
+  *report = rep;
+  std::vector<MemoryBreakdown> out;
+  for (int r = 0; r < l.pp; ++r) out.push_back(EstimateRankMemory(m, l, hw, s, r));
+  return out;
 }
 
 Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
@@ -162,8 +171,8 @@ Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int
   p.gather_bytes = r.gather_bytes_per_rank;
   p.reduce_bytes = r.reduce_bytes_per_rank;
   p.p2p_bytes = r.p2p_bytes_per_rank;
-  p.memory = EstimateMemory(m, l, hw, rep);
-  p.rank0_model_state = EstimateRankMemory(m, l, hw, rep, 0).ModelState();
+  p.memory = EstimateMemory(m, l, hw, s);
+  p.rank0_model_state = EstimateRankMemory(m, l, hw, s, 0).ModelState();
   return p;
 }
 

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "scheduler/planner/hardware.h"
 #include "scheduler/planner/layout.h"
 #include "scheduler/planner/memory_model.h"
 #include "scheduler/planner/model_shape.h"
 #include "scheduler/simulator.h"
+#include "scheduler/validator.h"
 
 namespace zeropp {
 namespace planner {
@@ -43,6 +45,9 @@ scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const 
 Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
 // Memory only (estimate-memory): same schedule, no simulation.
 MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
+// Every pipeline rank's memory, and the validator's report (its peak counts) in *report.
+std::vector<MemoryBreakdown> PredictMemoryPerRank(const ModelShape& m, const Layout& l, const Hardware& hw,
+                                                  int global_batch, scheduler::ValidationReport* report);
 
 }  // namespace planner
 }  // namespace zeropp
