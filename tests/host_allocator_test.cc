@@ -56,6 +56,28 @@ TEST(HostBlockCache, RawAllocationsOfBothKindsRoundTrip) {
   EXPECT_EQ(HostBlockCacheStats().live_bytes, before.live_bytes);
 }
 
+// The tensor counters see both kinds of CPU tensor (a block, and a small one from the replaced
+// allocator, at least its requested size), drop them when freed, and keep the peak until reset.
+TEST(HostBlockCache, CountsLiveAndPeakTensorBytes) {
+  TuneHostAllocator();
+  ResetHostTensorPeak();
+  const BlockCacheStats before = HostBlockCacheStats();
+  EXPECT_EQ(before.tensor_peak_bytes, before.tensor_live_bytes);
+  int64_t held = 0;
+  {
+    at::Tensor big = at::empty({(int64_t{2} << 20) / 4});  // 2 MiB: a block
+    at::Tensor small = at::empty({1000});                  // 4000 B: the replaced allocator
+    held = HostBlockCacheStats().tensor_live_bytes - before.tensor_live_bytes;
+    EXPECT_GE(held, (int64_t{2} << 20) + 4000);
+    EXPECT_LT(held, (int64_t{2} << 20) + 4000 + 4096);  // malloc's rounding, not more
+  }
+  const BlockCacheStats after = HostBlockCacheStats();
+  EXPECT_EQ(after.tensor_live_bytes, before.tensor_live_bytes);
+  EXPECT_GE(after.tensor_peak_bytes, before.tensor_live_bytes + held);
+  ResetHostTensorPeak();
+  EXPECT_EQ(HostBlockCacheStats().tensor_peak_bytes, after.tensor_live_bytes);
+}
+
 TEST(HostBlockCache, KeepsNoMoreThanItsCap) {
   const HostAllocatorSettings s = TuneHostAllocator();
   const int64_t block = s.mmap_threshold - (int64_t{1} << 20);  // 31 MiB: the largest size cached
