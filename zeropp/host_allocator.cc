@@ -117,9 +117,7 @@ class BlockCache final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = live_.find(p);
-      if (it == live_.end()) {
-        bytes = 0;
-      } else {
+      if (it != live_.end()) {
         bytes = it->second;
         live_.erase(it);
         stats_.live_bytes -= bytes;

@@ -86,14 +86,8 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     b.grads = vb * shard;
     b.optimizer = ((bf16 ? 4.0 : 0.0) + 8.0) * shard / (l.zero1 ? l.dp : 1);
   }
-  // The step replayed on this rank's actions, as the engine holds memory (engine.cc): a Gather
-  // holds the chunk unsharded until its Release; the first backward of a chunk allocates its
-  // unsharded gradient, which its ReduceGrad hands to a reduction that holds it until it lands
-  // (at most max_pending_reductions = 2 in flight: the oldest is waited for beyond that; taken as
-  // landing no sooner); a chunk carrying a tensor tied across stages keeps its gradient until the
-  // optimizer step. F stashes whole activations, or only the input of a recomputed chunk; Bi
-  // leaves its W's hold until W runs. Transient, during one action: a recomputed chunk's
-  // activations in its backward, the last stage's logits. The peak is of the sum at one moment.
+  // The step replayed on this rank's actions, summed at each moment (memory_model.h says what
+  // each action holds and frees, as engine.cc does).
   const bool sharded = l.design != Design::k3D && l.zero > 1;
   const int stages = s.pp * s.v;
   const bool cross_tied = m.tied_embedding && stages > 1 && s.pp > 1;

@@ -10,8 +10,9 @@
 // actions, summed at each moment, as the engine holds them: gathered chunks between Gather and
 // Release (compute dtype); a chunk's unsharded gradient from its first backward to its
 // ReduceGrad, then in a reduction until it lands (at most 2 in flight, EngineOptions'
-// max_pending_reductions; a chunk with a tensor tied across stages keeps it to the optimizer
-// step); stashed activations from F to B. Activations per layer and micro-batch (Korthikanti et
+// max_pending_reductions, taken as landing no sooner than that cap forces; a chunk with a tensor
+// tied across stages keeps it to the optimizer step); stashed activations from F to B (to W for a
+// chunk that keeps its activations and splits its backward: W uses its graph). Activations per layer and micro-batch (Korthikanti et
 // al. 2022), bytes at 2 B per value: s*b*h*(10 + (8 + c_ffn*ffn/h)/t) with c_ffn = 4 (GeLU) or 6
 // (SwiGLU); sequence parallelism divides the 10 by t too; dense attention adds 5*heads*s^2*b/t. A
 // stash is that times the chunk's layers, or for a chunk the schedule recomputes only inputs (3D:
