@@ -70,11 +70,20 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         auto recompute = [&] {
           if (s.Recompute(r, a.chunk)) compute(cost.forward_s, a.RecomputeName(), false);
         };
+        // The CPU a transfer takes from this rank's compute (CostModel::comm_cpu_s_per_byte).
+        auto steal_cpu = [&](double bytes) {
+          const double cpu = bytes * cost.comm_cpu_s_per_byte;
+          if (cpu <= 0) return;
+          res.events.push_back({r, name + " (cpu)", "compute", x.t, x.t + cpu});
+          x.t += cpu;
+          x.busy += cpu;
+        };
         auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
           double start = std::max(x.t, x.comm_t);
           x.comm_t = start + seconds;
           *bytes_acc += bytes;
           res.events.push_back({r, name, "comm", start, x.comm_t});
+          steal_cpu(bytes);
           return x.comm_t;
         };
         bool blocked = false;
@@ -111,6 +120,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
             arrivals[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = arrive;
             x.p2p_bytes += cost.activation_bytes;
             res.events.push_back({r, name, "p2p", x.t, arrive});
+            steal_cpu(cost.activation_bytes);
             break;
           }
           case ActionKind::kRecvAct:

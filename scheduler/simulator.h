@@ -53,6 +53,11 @@ struct CostModel {
   // full buffer and a gather costs nothing, as in FlatParam).
   double copy_bytes_per_s = 1e300;
   Link inter;                       // between stages (activations, gradients)
+  // CPU seconds per byte a rank moves (gathers, reduce-scatters, sends), taken from its compute:
+  // on a CPU box whose ranks outnumber its cores the transport's copies run on the cores compute
+  // uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (NCCL has its own
+  // SMs and copy engines).
+  double comm_cpu_s_per_byte = 0;
 };
 
 using SimEvent = TraceEvent;

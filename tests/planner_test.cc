@@ -127,6 +127,36 @@ TEST(CostModel, LayerCostByHand) {
   EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
 }
 
+// Tensor parallelism outside the layers: the embedding's reduction (forward only), the head's
+// input copy (its backward all-reduces) and the vocabulary-parallel loss's all-gather of each
+// token's maximum and two fp32 all-reduces; with sequence parallelism a reduce-scatter into the
+// shards, and the head's input all-gathered forward and reduce-scattered backward.
+TEST(CostModel, TensorParallelEmbeddingAndHeadByHand) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  ComputeOptions o;
+  o.micro_batch = 2;
+  EXPECT_EQ(EmbeddingCost(m, h, o).forward_s, 0);
+  const ActionCost plain_head = HeadCost(m, h, o);
+  EXPECT_EQ(plain_head.tp_comm_s, 0);
+  o.tp = 2;
+  const double tokens = 64, act = tokens * 64 * 2;
+  auto coll = [&](CollectiveKind k, double bytes) { return CollectiveSeconds(h, k, bytes, 2, 2); };
+  const ActionCost e = EmbeddingCost(m, h, o);
+  EXPECT_DOUBLE_EQ(e.forward_s, coll(CollectiveKind::kAllReduce, act));
+  EXPECT_EQ(e.backward_input_s + e.backward_weight_s, 0);
+  const double loss = coll(CollectiveKind::kAllGather, tokens * 4 * 2) + 2 * coll(CollectiveKind::kAllReduce, tokens * 4);
+  const ActionCost head = HeadCost(m, h, o);
+  const double n = 128.0 / 2, ew = tokens * n * (2 + 4 + 4) / (1000e9 * 0.5), peak = 100e12 * 0.5;
+  EXPECT_NEAR(head.forward_s, 2 * tokens * n * 64 / peak + ew + loss, 1e-18);
+  EXPECT_NEAR(head.backward_input_s, 2 * tokens * n * 64 / peak + ew + coll(CollectiveKind::kAllReduce, act), 1e-18);
+  EXPECT_NEAR(head.tp_comm_s, loss + coll(CollectiveKind::kAllReduce, act), 1e-18);
+  o.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(EmbeddingCost(m, h, o).forward_s, coll(CollectiveKind::kReduceScatter, act));
+  EXPECT_NEAR(HeadCost(m, h, o).tp_comm_s,
+              coll(CollectiveKind::kAllGather, act) + loss + coll(CollectiveKind::kReduceScatter, act), 1e-18);
+}
+
 // The executor's measured costs (./zpp calibrate on a CPU box): the optimizer at its measured
 // rate instead of the memory-bound formula, and the gradient bookkeeping per parameter of the layer
 // per micro-batch inside W, scaled by how many ranks share a core but not by compute_overhead.
@@ -263,6 +293,29 @@ TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
   const SimResult r = Simulate(s, c);
   EXPECT_DOUBLE_EQ(r.busy_s[1] - r.busy_s[0], 4 * (0.5 + 0.25 + 0.25));
   EXPECT_GT(r.step_s, base);
+}
+
+// On a CPU box a transfer's copies take the rank's cores: each gathered, reduced or sent byte
+// delays the rank's compute by comm_cpu_s_per_byte, and the step grows by exactly that much on a
+// single rank whose communication is otherwise hidden.
+TEST(Simulator, CommunicationCpuIsTakenFromCompute) {
+  using namespace scheduler;
+  Zero3Plan z;
+  z.units = 2;
+  const Schedule s = Zero3(2, z);
+  CostModel c;
+  c.forward_s = 1, c.backward_s = 2, c.backward_input_s = 1, c.backward_weight_s = 1;
+  c.zero = 4;
+  c.stage_param_bytes = 800;
+  c.intra = {0.0, 1e12};  // communication itself is free: nothing to wait for
+  const SimResult base = Simulate(s, c);
+  c.comm_cpu_s_per_byte = 1e-3;
+  const SimResult r = Simulate(s, c);
+  // Each gather and reduction moves (z-1)/z of a 400-byte unit: 300 bytes, 0.3 s of CPU.
+  const double moved = r.gather_bytes_per_rank + r.reduce_bytes_per_rank;
+  EXPECT_GT(moved, 0);
+  EXPECT_NEAR(r.busy_s[0] - base.busy_s[0], moved * 1e-3, 1e-9);
+  EXPECT_NEAR(r.step_s - base.step_s, moved * 1e-3, 1e-9);
 }
 
 PlanRequest SmallRequest(int devices) {

@@ -106,6 +106,19 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   return c;
 }
 
+ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o) {
+  ActionCost c;
+  if (o.tp <= 1) return c;
+  // Vocabulary-parallel lookup: each rank holds V/t rows, the partial embeddings are summed (one
+  // all-reduce, or a reduce-scatter into the sequence shards); the backward needs none.
+  const double act = static_cast<double>(o.micro_batch) * m.seq * m.hidden * hw.value_bytes;
+  c.forward_s = o.sequence_parallel ? CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp)
+                                    : CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
+  c.tp_comm_s = c.forward_s;
+  c.forward_s *= o.compute_scale;
+  return c;
+}
+
 ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o) {
   const double t = o.tp, tokens = static_cast<double>(o.micro_batch) * m.seq;
   ActionCost c;
@@ -114,11 +127,25 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
                dw = MatmulSeconds(hw, k, n, tokens);
   // Cross-entropy over the (vocab-parallel) logits: fp32 softmax, read logits, write gradient.
   const double ew = tokens * n * (hw.value_bytes + 4 + 4) / (hw.memory_bytes_per_s * hw.memory_efficiency);
-  c.forward_s = (f + ew) * o.compute_scale;
-  c.backward_input_s = (di + ew) * o.compute_scale;
+  double comm_f = 0, comm_b = 0;
+  if (o.tp > 1) {
+    // The head's input: all-gathered from the sequence shards (sequence parallelism) or copied to
+    // every rank, whose backward all-reduces (reduce-scatters) its gradient. The vocabulary-
+    // parallel loss: an all-gather of each token's local maximum and two all-reduces (the sum of
+    // exponentials, the target's logit), fp32 per token.
+    const double act = tokens * k * hw.value_bytes, per_token = tokens * 4;
+    comm_f = (o.sequence_parallel ? CollectiveSeconds(hw, CollectiveKind::kAllGather, act, o.tp, o.tp) : 0.0) +
+             CollectiveSeconds(hw, CollectiveKind::kAllGather, per_token * t, o.tp, o.tp) +
+             2 * CollectiveSeconds(hw, CollectiveKind::kAllReduce, per_token, o.tp, o.tp);
+    comm_b = o.sequence_parallel ? CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp)
+                                 : CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
+  }
+  c.forward_s = (f + ew + comm_f) * o.compute_scale;
+  c.backward_input_s = (di + ew + comm_b) * o.compute_scale;
   c.backward_weight_s = dw * o.compute_scale + m.vocab * k / t * hw.grad_handling_s_per_param * o.share;
   c.matmul_s = f + di + dw;
   c.elementwise_s = 2 * ew;
+  c.tp_comm_s = comm_f + comm_b;
   return c;
 }
 

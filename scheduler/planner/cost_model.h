@@ -30,6 +30,10 @@ namespace planner {
 inline constexpr double kElementwisePassesHidden = 16;   // per b*s*h values
 inline constexpr double kElementwisePassesFfn = 4;       // per b*s*ffn values (GeLU; SwiGLU 6)
 inline constexpr double kElementwisePassesScores = 4;    // per b*heads*s*s values (dense attention)
+// Tensors every tensor-parallel rank holds whole in a layer (two norms' weight and bias, the two
+// row-parallel biases): with sequence parallelism their gradients are partial sums, all-reduced
+// over the TP group at the step's end, one tensor at a time, as benchmarks/baseline_3d does.
+inline constexpr int kReplicatedTensorsPerLayer = 6;
 
 double MatmulEfficiency(const Hardware& hw, double m, double n, double k);
 double MatmulSeconds(const Hardware& hw, double m, double n, double k);
@@ -63,7 +67,11 @@ struct ActionCost {
 };
 
 ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);
-ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);  // LM head + loss
+// LM head + loss; with tensor parallelism, its input's copy/gather and the vocabulary-parallel
+// loss's three small collectives.
+ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);
+// The embedding's tensor-parallel reduction (nothing else of the lookup is counted).
+ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);
 
 // AdamW over `params` parameters held by one rank: at the measured rate where the description
 // has one, else memory-bound, bytes per parameter for the compute dtype (bf16: fp32 master,

@@ -1,6 +1,7 @@
 #include "scheduler/planner/predictor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -47,6 +48,12 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     } else {
       reduce = CollectiveSeconds(hw, CollectiveKind::kAllReduce, own * grad_bytes_per_param, l.dp, rpn);
     }
+  }
+  if (l.design == Design::k3D && l.sequence_parallel && l.tp > 1) {
+    // Replicated tensors' partial gradients (cost_model.h, kReplicatedTensorsPerLayer), per stage
+    // its layers' and the final norm's two.
+    const double tensors = kReplicatedTensorsPerLayer * std::ceil(static_cast<double>(m.layers) / l.pp) + 2;
+    reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp) * share;
   }
   const double optim = OptimizerSeconds(hw, own / (l.zero1 ? l.dp : 1)) * share;
   return {reduce, optim};
@@ -100,6 +107,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   co.compute_scale = co.share * hw.compute_overhead;
   const ActionCost layer = LayerCost(m, hw, co);
   const ActionCost head = HeadCost(m, hw, co);
+  const ActionCost embed = EmbeddingCost(m, hw, co);
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
   scheduler::CostModel c;
   c.forward_s = layers_per_stage * layer.forward_s;
@@ -108,7 +116,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   c.backward_s = c.backward_input_s + c.backward_weight_s;
   const int chunks = l.design == Design::kZero3 ? m.layers : l.pp * l.v;
   c.virtual_stage_extra.assign(chunks, {});
-  c.virtual_stage_extra.back() = {head.forward_s, head.backward_input_s, head.backward_weight_s};
+  c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s};
+  c.virtual_stage_extra.back().forward_s += head.forward_s;
+  c.virtual_stage_extra.back().backward_input_s += head.backward_input_s;
+  c.virtual_stage_extra.back().backward_weight_s += head.backward_weight_s;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
   // Neighbouring stages are `stride` ranks apart.
@@ -127,6 +138,9 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     // them in place on a GPU.
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
   }
+  // On a CPU box the transport's copies run on the compute cores: the loopback bus bandwidth the
+  // calibration measured is what one core copies, and a rank holds 1/share of a core.
+  if (hw.shared_compute_units > 0) c.comm_cpu_s_per_byte = co.share / hw.intra.Effective();
   const auto tail = StepTail(m, l, hw, co.share);
   c.optimizer_s = tail.first + tail.second;
   return {c, layer, tail.first, tail.second};
