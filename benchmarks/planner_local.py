@@ -50,8 +50,9 @@ VS3D = {  # bench row -> planner layout flags (global batch 32, 8 micro-batches)
     "zeropp_pp2_z2_u2": "--design zeropp --pp 2 --zero 2 --v 2 --u 2 --micro-batch 2 --recompute",
     "zeropp_pp2_z2_u4": "--design zeropp --pp 2 --zero 2 --v 2 --u 4 --micro-batch 2 --recompute",
     "zeropp_pp2_z2_u8": "--design zeropp --pp 2 --zero 2 --v 2 --u 8 --micro-batch 2 --recompute",
-    "pp2_dp2": "--design 3d --pp 2 --dp 2 --micro-batch 2",
-    "pp2_dp2_zero1": "--design 3d --pp 2 --dp 2 --zero1 --micro-batch 2",
+    # zeropp's engine runs these (tools/train): its rank order puts the replicas outermost.
+    "pp2_dp2": "--design 3d --pp 2 --dp 2 --dp-outer --micro-batch 2",
+    "pp2_dp2_zero1": "--design 3d --pp 2 --dp 2 --zero1 --dp-outer --micro-batch 2",
     "3d_tp2_pp2": "--design 3d --tp 2 --pp 2 --micro-batch 4",
     "3d_tp2_pp2_sp": "--design 3d --tp 2 --sp --pp 2 --micro-batch 4",
     "3d_tp2_dp2": "--design 3d --tp 2 --dp 2 --micro-batch 2",

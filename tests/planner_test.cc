@@ -11,6 +11,7 @@
 #include "scheduler/planner/cost_model.h"
 #include "scheduler/planner/memory_model.h"
 #include "scheduler/planner/planner.h"
+#include "scheduler/planner/predictor.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
 
@@ -340,6 +341,29 @@ TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
   ASSERT_FALSE(r.fitting.empty());
   for (size_t i = 1; i < r.fitting.size(); ++i) EXPECT_LE(r.fitting[i - 1].step_s, r.fitting[i].step_s);
   for (Design d : q.designs) EXPECT_NE(BestOf(r, d), nullptr) << DesignName(d);
+}
+
+// Rank order decides the link class: tp, dp, pp keeps the 4 replicas of a stage on one node (their
+// gradient all-reduce on the intra-node link, the stages on different nodes); tp, pp, dp
+// (dp_outer) puts both stages on one node and spreads each stage's replicas over 2 nodes.
+TEST(Planner, RankOrderPicksTheReplicasLink) {
+  const Hardware h = Toy();  // 4 devices per node
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.pp = 2, l.dp = 4, l.micro_batch = 1;
+  const double grads = std::max(StageParameters(m, l, 0), StageParameters(m, l, 1)) * 4;  // fp32
+  const Prediction inner = Predict(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(inner.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 4));
+  l.dp_outer = true;
+  EXPECT_EQ(l.Name(), "3d_1f1b_tp1_pp2_dp4_dpouter_b1");
+  const Prediction outer = Predict(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(outer.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 2));
+  EXPECT_GT(outer.dp_reduce_s, inner.dp_reduce_s);
+  // The stages' transfers move from the inter-node link to the intra-node one.
+  const scheduler::CostModel ci = BuildCostModel(m, [&] { Layout x = l; x.dp_outer = false; return x; }(), h, 8);
+  const scheduler::CostModel co = BuildCostModel(m, l, h, 8);
+  EXPECT_LT(ci.inter.bytes_per_s, co.inter.bytes_per_s);
 }
 
 TEST(Planner, RefusesImpossibleInputs) {

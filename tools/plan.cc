@@ -6,6 +6,7 @@
 //       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
 //   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
 //       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] ...
+//   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
 // Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
 // flags after --model override the preset. Every layout of every design is enumerated, those
 // over the device memory dropped, the rest simulated (scheduler/planner) and ranked.
@@ -60,7 +61,7 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep", "sp", "zero1", "recompute", "swiglu", "estimate-memory", "no-flash",
+const std::set<std::string> kBool = {"sweep", "sp", "zero1", "dp-outer", "recompute", "swiglu", "estimate-memory", "no-flash",
                                      "predict"};
 
 Flags Parse(int argc, char** argv) {
@@ -277,6 +278,7 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.micro_batch = static_cast<int>(f.Int("micro-batch", 1, 1 << 20));
   l.sequence_parallel = f.Has("sp");
   l.zero1 = f.Has("zero1");
+  l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
   l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
   const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);

@@ -30,7 +30,7 @@ std::string Layout::Name() const {
       break;
     case Design::k3D:
       n = absl::StrCat("3d_", schedule, "_tp", tp, "_pp", pp, "_dp", dp, v > 1 ? absl::StrCat("_v", v) : "",
-                       sequence_parallel ? "_sp" : "");
+                       sequence_parallel ? "_sp" : "", dp_outer && dp > 1 ? "_dpouter" : "");
       break;
   }
   absl::StrAppend(&n, "_b", micro_batch);

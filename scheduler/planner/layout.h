@@ -9,7 +9,8 @@
 //   k3D         Megatron-style: tp inside a node, pp stages, dp replicas; sequence parallelism
 //               and the distributed optimizer (ZeRO-1 over dp) as options; schedules 1F1B,
 //               interleaved (v chunks), ZB-H1
-// Rank order (innermost first): 3D tp, dp, pp (Megatron); ZeroPP and ZeRO-3 zero, pp, dp.
+// Rank order (innermost first): 3D tp, dp, pp (Megatron), or tp, pp, dp with dp_outer; ZeroPP and
+// ZeRO-3 zero, pp, dp.
 // Devices = tp * zero * pp * dp. Micro-batches per step m = global_batch / (dp * zero * b).
 #pragma once
 
@@ -32,6 +33,10 @@ struct Layout {
   int micro_batch = 1;
   bool sequence_parallel = false;
   bool zero1 = false;  // optimizer state sharded over dp (Megatron's distributed optimizer)
+  // 3D rank order tp, pp, dp instead of tp, dp, pp (Megatron's --use-tp-pp-dp-mapping): stages
+  // neighbour each other, replicas are far apart. ZeroPP, FSDP-in-pipeline and ZeRO-3 always put
+  // dp outermost (zeropp's engine, which also runs 3D layouts without tp that way).
+  bool dp_outer = false;
   bool recompute = false;  // full activation recomputation (ZeroPP: every chunk but the last)
   int Devices() const { return tp * zero * pp * dp; }
   int MicroBatches(int global_batch) const { return global_batch / (dp * zero * micro_batch); }

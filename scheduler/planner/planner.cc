@@ -92,12 +92,15 @@ std::vector<Layout> EnumerateLayouts(const PlanRequest& q) {
             if (pp == 1 && std::string(sched) != "1f1b") continue;
             for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
               for (int zero1 = 0; zero1 <= (dp > 1 ? 1 : 0); ++zero1) {
-                Layout l;
-                l.design = Design::k3D;
-                l.schedule = sched;
-                l.tp = tp, l.pp = pp, l.dp = dp, l.micro_batch = b, l.sequence_parallel = sp, l.zero1 = zero1;
-                l.v = l.schedule == "interleaved" ? 2 : 1;
-                add(l);
+                for (int outer = 0; outer <= (dp > 1 && pp > 1 ? 1 : 0); ++outer) {
+                  Layout l;
+                  l.design = Design::k3D;
+                  l.schedule = sched;
+                  l.tp = tp, l.pp = pp, l.dp = dp, l.micro_batch = b, l.sequence_parallel = sp, l.zero1 = zero1;
+                  l.dp_outer = outer;
+                  l.v = l.schedule == "interleaved" ? 2 : 1;
+                  add(l);
+                }
               }
             }
           }

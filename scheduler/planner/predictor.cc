@@ -33,7 +33,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     own = StageParameters(m, l, 0) / l.tp;
     for (int r = 1; r < l.pp; ++r) own = std::max(own, StageParameters(m, l, r) / l.tp);
     grad_bytes_per_param = 4;  // fp32 main gradients
-    stride = l.tp;
+    stride = l.dp_outer ? l.tp * l.pp : l.tp;
   } else {
     for (int r = 0; r < l.pp; ++r) own = std::max(own, StageParameters(m, l, r) / l.zero);
     grad_bytes_per_param = hw.value_bytes;
@@ -123,7 +123,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
   // Neighbouring stages are `stride` ranks apart.
-  const int stride = l.design == Design::k3D ? l.tp * l.dp : l.zero;
+  const int stride = l.design == Design::k3D ? (l.dp_outer ? l.tp : l.tp * l.dp) : l.zero;
   const bool same_node = stride * l.pp <= g;
   c.inter = same_node ? scheduler::Link{hw.intra.latency_s, hw.intra.Effective()}
                       : scheduler::Link{hw.inter.latency_s, hw.inter.Effective() / g};
