@@ -8,6 +8,9 @@
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
 #                                        from day to day), about 15 minutes
+#   ./zpp bench planner-local --from F   the measurements kept in an earlier --fresh output F,
+#                                        predicted again by the current planner (its hardware
+#                                        description as committed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //tools:plan
@@ -31,5 +34,16 @@ case "${1:-}" in
     sed 's/^/#| /' "$WORK/pipeline.txt"
     python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/vs3d.txt" --pipeline "$WORK/pipeline.txt"
     ;;
-  *) echo "planner-local: unknown option '$1' (expected nothing or --fresh)" >&2; exit 2 ;;
+  --from)
+    [[ -f "${2:-}" ]] || { echo "planner-local: --from: got '${2:-}', expected an earlier --fresh output file" >&2; exit 2; }
+    WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
+    trap 'rm -rf "$WORK"' EXIT
+    # The sub-benches' output, as --fresh kept it ("#| " lines); both parsers skip the other's rows.
+    sed -n 's/^#| //p' "$2" >"$WORK/measured.txt"
+    grep -q '^layout  *link' "$WORK/measured.txt" ||
+      { echo "planner-local: --from: $2 holds no zeropp-vs-3d table (not a --fresh output?)" >&2; exit 2; }
+    echo "# measurements from $2"
+    python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/measured.txt" --pipeline "$WORK/measured.txt"
+    ;;
+  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh or --from FILE)" >&2; exit 2 ;;
 esac
