@@ -364,6 +364,11 @@ TEST(Planner, RankOrderPicksTheReplicasLink) {
   const scheduler::CostModel ci = BuildCostModel(m, [&] { Layout x = l; x.dp_outer = false; return x; }(), h, 8);
   const scheduler::CostModel co = BuildCostModel(m, l, h, 8);
   EXPECT_LT(ci.inter.bytes_per_s, co.inter.bytes_per_s);
+  // Only 3D has a choice of order.
+  Layout z;
+  z.design = Design::kZeroPP;
+  z.pp = 2, z.zero = 4, z.u = 2, z.dp_outer = true;
+  EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
 }
 
 TEST(Planner, RefusesImpossibleInputs) {

@@ -61,8 +61,8 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep", "sp", "zero1", "dp-outer", "recompute", "swiglu", "estimate-memory", "no-flash",
-                                     "predict"};
+const std::set<std::string> kBool = {"sweep",  "sp",      "zero1",           "dp-outer", "recompute",
+                                     "swiglu", "predict", "estimate-memory", "no-flash"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;

@@ -30,7 +30,7 @@ std::string Layout::Name() const {
       break;
     case Design::k3D:
       n = absl::StrCat("3d_", schedule, "_tp", tp, "_pp", pp, "_dp", dp, v > 1 ? absl::StrCat("_v", v) : "",
-                       sequence_parallel ? "_sp" : "", dp_outer && dp > 1 ? "_dpouter" : "");
+                       sequence_parallel ? "_sp" : "", dp_outer && dp > 1 && pp > 1 ? "_dpouter" : "");
       break;
   }
   absl::StrAppend(&n, "_b", micro_batch);
@@ -54,6 +54,9 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
                         ") and vocab(", m.vocab, ")");
   }
   if (sequence_parallel && tp == 1) return "sequence parallelism needs tp > 1";
+  if (dp_outer && design != Design::k3D) {
+    return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";
+  }
   if (m.layers % (pp * v) != 0) {
     return absl::StrCat("pp(", pp, ")*v(", v, ")=", pp * v, " must divide layers(", m.layers, ")");
   }

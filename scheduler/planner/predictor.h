@@ -30,7 +30,8 @@ struct Prediction {
   double mfu = 0;
   // Where the step goes, on the busiest pipeline rank: compute (of which TP communication),
   // idle time inside the pipelined part (bubble + exposed gathers and transfers), the step-end
-  // reduction across replicas and the optimizer.
+  // reduction across replicas (with sequence parallelism also the TP group's all-reduces of
+  // replicated tensors' gradients) and the optimizer.
   double compute_s = 0, tp_comm_s = 0, idle_s = 0, dp_reduce_s = 0, optimizer_s = 0;
   double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;  // per rank per step
   MemoryBreakdown memory;           // the peak rank's
