@@ -35,7 +35,8 @@ case "${1:-}" in
     python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/vs3d.txt" --pipeline "$WORK/pipeline.txt"
     ;;
   --from)
-    [[ -f "${2:-}" ]] || { echo "planner-local: --from: got '${2:-}', expected an earlier --fresh output file" >&2; exit 2; }
+    [[ -f "${2:-}" ]] ||
+      { echo "planner-local: --from: got '${2:-}', expected an earlier --fresh output file" >&2; exit 2; }
     WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
     trap 'rm -rf "$WORK"' EXIT
     # The sub-benches' output, as --fresh kept it ("#| " lines); both parsers skip the other's rows.

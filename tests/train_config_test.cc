@@ -39,9 +39,9 @@ TEST(TrainConfigTest, FlagsAndJsonWithOverrides) {
 
 // The host-memory estimate counts what lives on the host: on a CPU the whole training state and
 // the activations, less what is offloaded to NVMe; on a GPU only the fp32 model built before
-// sharding and what is offloaded to the host (12 bytes a parameter for the optimizer). Sizes follow this machine's available memory A:
-// about A/8 parameters, so the build (A/2) fits, a CPU's 16 bytes a parameter (2A) and a GPU's
-// offloaded optimizer (A/2 + 1.5A) do not.
+// sharding and what is offloaded to the host (12 bytes a parameter for the optimizer). Sizes
+// follow this machine's available memory A: about A/8 parameters, so the build (A/2) fits, a
+// CPU's 16 bytes a parameter (2A) and a GPU's offloaded optimizer (A/2 + 1.5A) do not.
 TEST(TrainConfigTest, MemoryEstimateCountsHostMemoryOnly) {
   const double avail = static_cast<double>(cli::AvailableMemoryBytes());
   if (avail <= 0) GTEST_SKIP() << "this machine reports no available memory";

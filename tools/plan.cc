@@ -310,14 +310,13 @@ int RunEstimateMemory(const Flags& f) {
   std::printf("estimate-memory: %s, %s on %d x %s, global batch %d\n", l.Name().c_str(), q.model.name.c_str(),
               q.devices, q.hardware.name.c_str(), q.global_batch);
   std::printf("per rank: %s\n", m.ToString().c_str());
-  {  // each pipeline rank, with the schedule's peaks that set its memory
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      const zeropp::scheduler::RankReport& x = rep.ranks[r];
-      std::printf("  pipeline rank %zu: %s; peaks: %d stashed forwards (%d kept whole), %d gathered chunks, %d "
-                  "pending W\n",
-                  r, ranks[r].ToString().c_str(), x.peak_activations, x.peak_kept_activations, x.peak_gathered,
-                  x.peak_pending_w);
-    }
+  // Each pipeline rank, with the schedule's peaks that set its memory.
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const zeropp::scheduler::RankReport& x = rep.ranks[r];
+    std::printf("  pipeline rank %zu: %s; peaks: %d stashed forwards (%d kept whole), %d gathered chunks, %d "
+                "pending W\n",
+                r, ranks[r].ToString().c_str(), x.peak_activations, x.peak_kept_activations, x.peak_gathered,
+                x.peak_pending_w);
   }
   std::printf("%s: %.1f of %.1f GB\n", m.Total() <= q.hardware.memory_bytes ? "fits" : "DOES NOT FIT",
               m.Total() / 1e9, q.hardware.memory_bytes / 1e9);
