@@ -77,6 +77,11 @@ def main():
     args = ap.parse_args()
     hw = hardware(args.hardware)
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
+    # The unshaped runs' link between the two network namespaces (a veth pair), as ./zpp calibrate
+    # measured it; older descriptions: the loopback's bandwidth.
+    veth = hw.get("veth_unshaped")
+    unshaped = (["--inter-gbps", str(veth["bandwidth_gbps"]), "--inter-latency-us", str(veth["latency_us"])] if veth
+                else ["--inter-gbps", str(intra_gbps)])
     reserved_mb = hw["memory"]["reserved_gb"] * 1e3
     rows = []
     vs = args.vs3d or newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
@@ -89,7 +94,7 @@ def main():
             continue
         if len(f) < 6 or f[0] not in VS3D or f[1] not in ("shaped", "unshaped"):
             continue
-        extra = [] if f[1] == "shaped" else ["--inter-gbps", str(intra_gbps)]
+        extra = [] if f[1] == "shaped" else unshaped
         p = predict(args.hardware, gpt + VS3D[f[0]].split() + extra)
         measured_s = 32 * 128 / float(f[cols["tok/s"]])
         # The bench reports peak RSS (MiB, as /proc counts it) net of an idle process (libtorch
@@ -110,7 +115,7 @@ def main():
         f = line.split()
         if pp and len(f) > 3 and f[0] in PIPE:
             flags = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --no-flash --gpus {pp} --pp {pp} "
-                     f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 --inter-gbps {intra_gbps} "
+                     f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 "
                      + PIPE[f[0]]).split()
             p = predict(args.hardware, flags)
             rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None, None))

@@ -22,9 +22,15 @@ std::string SimResult::ChromeTraceJson() const { return scheduler::ChromeTraceJs
 
 SimResult Simulate(const Schedule& s, const CostModel& cost) {
   const int pp = static_cast<int>(s.ranks.size());
-  const double per_chunk = 1.0 / s.v;
-  const double chunk_bytes = s.v > 0 ? cost.stage_param_bytes / s.v : 0;
-  const double gather_bytes = chunk_bytes * (cost.zero - 1) / std::max(1, cost.zero);
+  auto compute_share = [&](int vstage) {
+    return vstage >= 0 && vstage < static_cast<int>(cost.chunk_compute_share.size()) ? cost.chunk_compute_share[vstage]
+                                                                                     : 1.0 / s.v;
+  };
+  auto chunk_bytes = [&](int vstage) {
+    return vstage >= 0 && vstage < static_cast<int>(cost.chunk_param_bytes.size()) ? cost.chunk_param_bytes[vstage]
+                                                                                   : cost.stage_param_bytes / s.v;
+  };
+  const double shard_out = static_cast<double>(cost.zero - 1) / std::max(1, cost.zero);
   struct R {
     size_t pc = 0;
     double t = 0, comm_t = 0, busy = 0;
@@ -45,6 +51,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const std::string name = a.ToString();
         const bool whole_backward = cost.first_stage_whole_backward && a.chunk * pp + r == 0;
         const int vstage = a.chunk * pp + r;
+        const double per_chunk = compute_share(vstage);
+        const double gather_bytes = chunk_bytes(vstage) * shard_out;
         const CostModel::StageExtra extra =
             a.chunk >= 0 && vstage < static_cast<int>(cost.virtual_stage_extra.size()) ? cost.virtual_stage_extra[vstage]
                                                                                        : CostModel::StageExtra{};
@@ -90,7 +98,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         switch (a.kind) {
           case ActionKind::kGather:
             x.gather_ready[a.chunk] =
-                on_comm(cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes / cost.copy_bytes_per_s : 0.0,
+                on_comm(cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
                         &x.gather_bytes, gather_bytes);
             break;
           case ActionKind::kReduceGrad:

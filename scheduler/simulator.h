@@ -44,6 +44,11 @@ struct CostModel {
     double forward_s = 0, backward_input_s = 0, backward_weight_s = 0;
   };
   std::vector<StageExtra> virtual_stage_extra;
+  // Per virtual stage, its share of the stage's F, Bi and W above and its parameters' bytes (in
+  // compute dtype); empty: 1/v each and stage_param_bytes / v. Chunks of unequal size (ZeRO-3's
+  // embedding, layer, norm and head units) set both.
+  std::vector<double> chunk_compute_share;
+  std::vector<double> chunk_param_bytes;
   double optimizer_s = 0.0;         // the step's tail: reductions across replicas, clipping, AdamW
   double activation_bytes = 0;      // per micro-batch crossing a stage boundary
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype

@@ -57,6 +57,13 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
               std::string::npos)
         << e.what();
   }
+  // The CPU cost of communication defaults to the intra-node link; a measured rate overrides it.
+  EXPECT_DOUBLE_EQ(h.CommCpuBytesPerSecond(), 50e9);
+  std::string cpu = kHw;
+  cpu.insert(cpu.rfind('}'), ", \"comm_cpu_gbps\": 2.5");
+  EXPECT_DOUBLE_EQ(ParseHardware(cpu, "cpu.json").CommCpuBytesPerSecond(), 2.5e9);
+  cpu.replace(cpu.find("2.5"), 3, "0");
+  EXPECT_THROW(ParseHardware(cpu, "cpu.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);
   EXPECT_THROW(LoadHardware("no-such-machine"), std::invalid_argument);
 }
@@ -231,9 +238,9 @@ TEST(MemoryModel, ActivationAndStateFormulas) {
 TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   const Hardware h = Toy();
   const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
+  Layout l;  // FSDP chunks as a pipeline's rank holds them: the embedding on the first, the head on the last
+  l.design = Design::kPipeFsdp;
+  l.pp = 1, l.v = 2;
   l.zero = 2, l.micro_batch = 2, l.recompute = true;
   const scheduler::Schedule s = scheduler::Schedule::Parse(
       "schedule t pp=1 v=2 m=2 u=0\n"
@@ -271,6 +278,7 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
       "rank 0: G0 G1 G2 F0.0 F1.0 F2.0 B2.0 B1.0 B0.0 X0 X1 X2 RS2 RS1 RS0 G0 G1 G2 F0.0 F1.0 F2.0 OPT\n");
   Layout l3 = l;
   l3.recompute = false;
+  l3.v = 3;
   ModelShape m3 = m;
   m3.layers = 3;
   const MemoryBreakdown t = EstimateRankMemory(m3, l3, h, three, 0);
@@ -294,6 +302,59 @@ TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
   const SimResult r = Simulate(s, c);
   EXPECT_DOUBLE_EQ(r.busy_s[1] - r.busy_s[0], 4 * (0.5 + 0.25 + 0.25));
   EXPECT_GT(r.step_s, base);
+}
+
+// Chunks of unequal size: each gather and reduction moves its own chunk's (z-1)/z, and each
+// computation takes its chunk's share of the stage's time.
+TEST(Simulator, ChunksOfUnequalSize) {
+  using namespace scheduler;
+  Zero3Plan z;
+  z.units = 3;
+  const Schedule s = Zero3(1, z);
+  CostModel c;
+  c.forward_s = 4, c.backward_s = 8, c.backward_input_s = 4, c.backward_weight_s = 4;
+  c.zero = 4;
+  c.intra = {0.0, 1e12};
+  c.chunk_param_bytes = {400, 0, 1200};
+  c.chunk_compute_share = {0.25, 0, 0.75};
+  const SimResult r = Simulate(s, c);
+  // One micro-batch: every unit gathered for forward; in backward the last is still held and the
+  // other two are gathered again; every unit reduced once.
+  EXPECT_DOUBLE_EQ(r.gather_bytes_per_rank, 0.75 * (400 + 0 + 1200) + 0.75 * (0 + 400));
+  EXPECT_DOUBLE_EQ(r.reduce_bytes_per_rank, 0.75 * (400 + 0 + 1200));
+  EXPECT_DOUBLE_EQ(r.busy_s[0], 4 + 8);  // the shares add up to one stage's F + B
+  c.chunk_compute_share = {};            // uniform: 1/3 each, the same total
+  EXPECT_DOUBLE_EQ(Simulate(s, c).busy_s[0], 4 + 8);
+}
+
+// ZeRO-3 is predicted on zeropp's own units (one per child: embedding, each layer, final norm,
+// tied head needing the embedding), so its traffic is the engine's. By hand, per micro-batch with
+// prefetch 1 and resharding after forward: forward gathers the embedding E, the layers, the norm N,
+// then E again with the head (E was freed after its forward); backward gathers N, the layers and
+// E (the head's E is freed after the head's backward); E stays gathered from one micro-batch's
+// end into the next forward. Every unit is reduced once per micro-batch.
+TEST(Planner, Zero3UnitsAreTheEnginesPerChildUnits) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();  // tied
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4, l.micro_batch = 1;
+  const std::vector<ChunkShape> units = ChunkShapes(m, l);
+  ASSERT_EQ(units.size(), static_cast<size_t>(m.layers + 3));
+  double total = 0;
+  for (const ChunkShape& u : units) total += u.params;
+  EXPECT_DOUBLE_EQ(total, m.Parameters());
+  const double e = 128.0 * 64 + 32.0 * 64, layer = m.LayerParameters(), n = 2.0 * 64;
+  EXPECT_DOUBLE_EQ(units.front().params, e);
+  EXPECT_DOUBLE_EQ(units[m.layers + 1].params, n);
+  EXPECT_DOUBLE_EQ(units.back().params, 0);  // the tied head owns nothing
+  const int mbs = 32 / 4;
+  const Prediction p = Predict(m, l, h, 32);
+  const double vb = h.value_bytes, out = 0.75;
+  const double per_mb = (e + m.layers * layer + n + e) + (n + m.layers * layer + e);
+  EXPECT_DOUBLE_EQ(p.gather_bytes, out * vb * (mbs * per_mb - (mbs - 1) * e));
+  EXPECT_DOUBLE_EQ(p.reduce_bytes, out * vb * mbs * m.Parameters());
 }
 
 // On a CPU box a transfer's copies take the rank's cores: each gathered, reduced or sent byte

@@ -13,8 +13,12 @@
 #     compute_overhead (its forward + backward time over the cost model's: eager-mode costs
 #     shapes cannot see), the optimizer's rate, and the executor's gradient bookkeeping per
 #     parameter per micro-batch;
-#   - the shaped inter-node link is the one tools/two_nodes.sh configures (tc tbf 1gbit per
-#     direction), written from that configuration, not measured here.
+#   - the two-node links the local benches run over (tools/two_nodes.sh: 2 ranks per network
+#     namespace, 4 in all, joined by a veth pair): shaped (tc tbf 1gbit, inter_node) and unshaped
+#     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
+#     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
+#     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
+#     reductions, pipeline sends) run beside compute;
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
@@ -24,6 +28,22 @@ mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --v
 echo "$mm" | sed 's/^/calibrate: /'
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
+# The two-node links under load: one busy thread per rank while the 4 ranks run the sweep.
+two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather rows
+  local spin=() i
+  for ((i = 0; i < 4; i++)); do
+    timeout 300 bash -c 'while :; do :; done' &
+    spin+=($!)
+  done
+  tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1 |
+    grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
+  kill "${spin[@]}" 2>/dev/null
+  wait "${spin[@]}" 2>/dev/null || true
+}
+veth="$(two_node_sweep)"
+echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded: /'
+shaped="$(two_node_sweep --rate 1gbit)"
+echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded: /'
 base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
 echo "calibrate: baseline rank RSS ${base} MiB"
@@ -32,6 +52,26 @@ import json, re, sys, time
 out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 coll = """$coll"""
+veth = """$veth"""
+shaped = """$shaped"""
+def fit_link(rows, p=4):
+    # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on relative
+    # error (each size counts alike), closed form for the two unknowns.
+    pts = [(float(s), float(t) * 1e-6) for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows)]
+    if len(pts) < 3:
+        sys.exit("calibrate: the two-node sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
+    x = [((p - 1) / t, (p - 1) / p * s / t) for s, t in pts]
+    a11 = sum(u * u for u, _ in x); a12 = sum(u * v for u, v in x); a22 = sum(v * v for _, v in x)
+    b1 = sum(u for u, _ in x); b2 = sum(v for _, v in x)
+    det = a11 * a22 - a12 * a12
+    alpha, inv_bus = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    if alpha <= 0:  # bandwidth alone
+        alpha, inv_bus = 0.0, b2 / a22
+    if inv_bus <= 0:  # latency alone
+        alpha, inv_bus = b1 / a11, 1e-12
+    return round(1 / inv_bus / 1e9, 4), round(alpha * 1e6, 1)
+veth_gbps, veth_us = fit_link(veth)
+shaped_gbps, shaped_us = fit_link(shaped)
 peak = float(re.search(r"square_gflops=([0-9.]+)", mm).group(1))
 shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
           re.findall(r"\[(\d+) x (\d+)\] x \[(\d+) x (\d+)\]: ([0-9.]+) GFLOP/s", mm)]
@@ -51,8 +91,11 @@ hw = {
   "name": "cpu-local",
   "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
             "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
-            "%.0f us; baseline rank RSS %.0f MiB; inter_node = tools/two_nodes.sh's tc tbf 1gbit (configured, not measured)"
-            % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base),
+            "%.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two nodes of 2 ranks (tools/two_nodes.sh, "
+            "one busy thread per rank), ring all-gather fitted: tc tbf 1gbit (inter_node) %.3f GB/s bus, %.0f us per hop; "
+            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us"
+            % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
+               veth_gbps, veth_us),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
@@ -61,7 +104,9 @@ hw = {
   "attention_efficiency": 0.5,
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
-  "inter_node": {"bandwidth_gbps": 0.125, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
+  "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
+  "comm_cpu_gbps": bus,
+  "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "allreduce_algorithm": "ring",
   "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": 2.0},
 }

@@ -69,7 +69,7 @@ Flags Parse(int argc, char** argv) {
   f.v = {{"model", "llama2-7b"}, {"hidden", ""}, {"layers", ""}, {"heads", ""}, {"kv-heads", ""}, {"ffn", ""},
          {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
-         {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"design", "zeropp"}, {"schedule", ""},
+         {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""}, {"design", "zeropp"}, {"schedule", ""},
          {"devices-per-node", "0"}, {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
@@ -144,6 +144,7 @@ PlanRequest RequestFrom(const Flags& f) {
   // the inter-node bandwidth per node.
   if (f.Has("devices-per-node")) q.hardware.devices_per_node = static_cast<int>(f.Int("devices-per-node", 1, 4096));
   if (f.Has("inter-gbps") && !f.Has("sweep")) q.hardware.inter.bytes_per_s = f.List("inter-gbps").front() * 1e9;
+  if (f.Has("inter-latency-us")) q.hardware.inter.latency_s = f.List("inter-latency-us").front() * 1e-6;
   q.devices = static_cast<int>(f.Int("gpus", 0, 1 << 20));
   q.global_batch = static_cast<int>(f.Int("global-batch", 1, 1 << 24));
   q.designs = DesignsFrom(f.Str("designs"));

@@ -97,6 +97,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.reserved_bytes = r.Number("memory.reserved_gb", 0, 1e6) * 1e9;
   h.intra = ReadLink(r, "intra_node");
   h.inter = ReadLink(r, "inter_node");
+  if (r.Has("comm_cpu_gbps")) h.comm_cpu_bytes_per_s = r.Number("comm_cpu_gbps", 1e-6, 1e6) * 1e9;
   h.allreduce_algorithm = r.String("allreduce_algorithm", "auto");
   if (h.allreduce_algorithm != "ring" && h.allreduce_algorithm != "tree" && h.allreduce_algorithm != "auto") {
     r.Fail("allreduce_algorithm", "\"" + h.allreduce_algorithm + "\"", "\"ring\", \"tree\" or \"auto\"");

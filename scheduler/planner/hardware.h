@@ -24,7 +24,11 @@
 //   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
 //                                reserved: runtime context + allocator slack, never usable
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
+//                                (on a CPU box: measured while every core computes, as in training)
 //   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together
+//   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
+//                                transport (an unloaded loopback ring, one rank per core); sets the
+//                                compute a rank loses per byte it communicates. Default: intra_node
 //   allreduce_algorithm          "ring", "tree" or "auto" (the faster of the two per call)
 //   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps}    for offload
 // Throws std::invalid_argument naming the file, the field, the value and what was expected.
@@ -63,6 +67,8 @@ struct Hardware {
   double reserved_bytes = 0;
   LinkSpec intra;
   LinkSpec inter;  // per node
+  double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
+  double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
   std::string allreduce_algorithm = "auto";
   double host_bytes_per_s = 0;
   double pcie_bytes_per_s = 0;

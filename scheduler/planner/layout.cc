@@ -82,14 +82,37 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
 namespace zeropp {
 namespace planner {
 
-scheduler::Schedule BuildSchedule(const Layout& l, int m, int layers) {
+std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l) {
+  const double table = static_cast<double>(m.vocab) * m.hidden;
+  const double norm = (m.swiglu ? 1.0 : 2.0) * m.hidden;
+  const double embedding = m.EmbeddingParameters() - norm - (m.tied_embedding ? 0.0 : table);  // table + positions
+  const double head = m.tied_embedding ? 0.0 : table;
+  std::vector<ChunkShape> out;
+  if (l.design == Design::kZero3) {
+    out.push_back({0, embedding});
+    for (int i = 0; i < m.layers; ++i) out.push_back({1, m.LayerParameters()});
+    out.push_back({0, norm});
+    out.push_back({0, head});
+    return out;
+  }
+  const int stages = l.pp * l.v;
+  out.assign(stages, ChunkShape{static_cast<double>(m.layers) / stages, static_cast<double>(m.layers) / stages *
+                                                                            m.LayerParameters()});
+  out.front().params += embedding + norm;
+  if (!m.tied_embedding || stages > 1) out.back().params += table;
+  return out;
+}
+
+scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shape) {
   using namespace scheduler;
   GenOptions o;
   o.recompute = l.recompute ? (l.design == Design::kZeroPP ? RecomputePolicy::kDefault : RecomputePolicy::kAll)
                             : RecomputePolicy::kNone;
   if (l.design == Design::kZero3) {
     Zero3Plan p;
-    p.units = layers;  // one FSDP unit per layer (the embedding and head ride on the first and last)
+    p.units = shape.layers + 3;  // ChunkShapes' units
+    p.needs.assign(p.units, {});
+    if (shape.tied_embedding) p.needs.back() = {0};
     p.recompute = l.recompute;
     return Zero3(m, p, o);
   }

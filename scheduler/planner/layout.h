@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "scheduler/planner/model_shape.h"
 
@@ -53,9 +54,21 @@ struct Layout {
 namespace zeropp {
 namespace planner {
 
+// What each virtual stage (chunk * pp + rank) of a layout holds, before tp or zero division.
+// Pipelines: pp * v chunks of layers / (pp * v) layers; the embedding table, learned positions and
+// final norm on the first, the head's matrix on the last (a tied head holds a copy when it lives on
+// another stage). ZeRO-3: zeropp's default units, one per child of the model: the embedding, each
+// layer, the final norm, the head (tied: no parameters of its own; it needs the embedding's unit,
+// which the schedule gathers with it).
+struct ChunkShape {
+  double layers = 0;
+  double params = 0;
+};
+std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l);
+
 // The schedule IR of a layout with m micro-batches per step (3D: resident stages, no gathers).
 // Throws std::invalid_argument when the generator refuses the numbers.
-scheduler::Schedule BuildSchedule(const Layout& l, int m, int layers);
+scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shape);
 
 }  // namespace planner
 }  // namespace zeropp

@@ -45,23 +45,6 @@ double StageParameters(const ModelShape& m, const Layout& l, int rank) {
   return p;
 }
 
-namespace {
-
-// Parameters of local chunk c on pipeline rank r (before tp or zero division): its layers, plus
-// the embedding on the first virtual stage and the head on the last. ZeRO-3 (one rank, one chunk
-// per layer): the embedding rides on the first chunk and the head on the last (a tied head only
-// with more than one chunk: it then holds its own copy, or uses the first chunk's, as big).
-double ChunkParameters(const ModelShape& m, const scheduler::Schedule& s, int r, int c) {
-  const int stages = s.pp * s.v;
-  const int vstage = c * s.pp + r;
-  double p = static_cast<double>(m.layers) / stages * m.LayerParameters();
-  const double table = static_cast<double>(m.vocab) * m.hidden;
-  if (vstage == 0) p += m.EmbeddingParameters() - table * (m.tied_embedding ? 0 : 1);  // table, positions, norm
-  if (vstage == stages - 1 && (!m.tied_embedding || stages > 1)) p += table;          // the head's own matrix
-  return p;
-}
-
-}  // namespace
 
 MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const Hardware& hw,
                                    const scheduler::Schedule& s, int r) {
@@ -69,7 +52,8 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   const double vb = hw.value_bytes;
   const bool bf16 = hw.value_bytes == 2;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
-  const double layers_per_chunk = static_cast<double>(m.layers) / (s.pp * s.v);
+  const std::vector<ChunkShape> shapes = ChunkShapes(m, l);
+  auto shape = [&](int c) { return shapes.at(static_cast<size_t>(c) * s.pp + r); };
   const double layer_act = LayerActivationBytes(m, l, hw.value_bytes);
   const double input_bytes = tokens * m.hidden * vb / (l.sequence_parallel ? l.tp : 1);
   MemoryBreakdown b;
@@ -94,14 +78,15 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   std::vector<double> chunk_bytes(s.v, 0.0);
   std::vector<bool> deferred(s.v, false);
   for (int c = 0; c < s.v; ++c) {
-    chunk_bytes[c] = sharded ? vb * ChunkParameters(m, s, r, c) : 0.0;
+    chunk_bytes[c] = sharded ? vb * shape(c).params : 0.0;
     const int vstage = c * s.pp + r;
     deferred[c] = cross_tied && (vstage == 0 || vstage == stages - 1);
   }
-  const double recomputed_stash = l.design == Design::k3D ? layers_per_chunk * input_bytes : input_bytes;
-  const double w_hold = layers_per_chunk * LayerWeightPassBytes(m, l, hw.value_bytes);
+  // A recomputed chunk keeps its input (3D: each layer's); units without layers keep nothing.
+  auto recomputed_stash = [&](int c) { return l.design == Design::k3D ? shape(c).layers * input_bytes : input_bytes; };
+  auto w_hold = [&](int c) { return shape(c).layers * LayerWeightPassBytes(m, l, hw.value_bytes); };
   const double logits = tokens * m.vocab / l.tp * (vb + 4);
-  const double recompute_working = (l.design == Design::k3D ? 1.0 : layers_per_chunk) * layer_act;
+  auto recompute_working = [&](int c) { return (l.design == Design::k3D ? 1.0 : shape(c).layers) * layer_act; };
   constexpr int kPendingReductions = 2;  // EngineOptions::max_pending_reductions' default
   double gathered = 0, grads = 0, stash = 0, w = 0;
   std::vector<bool> accumulating(s.v, false);
@@ -118,7 +103,10 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
       peak_at.working = transient;
     }
   };
-  auto stash_of = [&](int c) { return s.Recompute(r, c) ? recomputed_stash : layers_per_chunk * layer_act; };
+  auto stash_of = [&](int c) {
+    if (shape(c).layers == 0) return 0.0;
+    return s.Recompute(r, c) ? recomputed_stash(c) : shape(c).layers * layer_act;
+  };
   auto is_last_vstage = [&](int c) { return c * s.pp + r == stages - 1; };
   note(0);
   if (r < static_cast<int>(s.ranks.size())) {
@@ -142,17 +130,17 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
             accumulating[c] = true;
             grads += chunk_bytes[c];
           }
-          double transient = (s.Recompute(r, c) ? recompute_working : 0.0) + (is_last_vstage(c) ? logits : 0.0);
+          double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) + (is_last_vstage(c) ? logits : 0.0);
           note(transient);
           // Bi of a chunk that kept its activations leaves them to W (its graph is kept for the
           // weight pass); a recomputed chunk's stash is only its input, done with at Bi.
           if (a.kind == ActionKind::kBackward || s.Recompute(r, c)) stash -= stash_of(c);
-          if (a.kind == ActionKind::kBackwardInput) w += w_hold;
+          if (a.kind == ActionKind::kBackwardInput) w += w_hold(c);
           note(0);
           break;
         }
         case ActionKind::kBackwardWeight:
-          w -= w_hold;
+          w -= w_hold(c);
           if (!s.Recompute(r, c)) stash -= stash_of(c);
           break;
         case ActionKind::kReduceGrad:

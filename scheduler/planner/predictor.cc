@@ -64,7 +64,7 @@ std::pair<scheduler::Schedule, scheduler::ValidationReport> ValidatedReport(cons
                                                                           const Hardware& hw, int global_batch) {
   const std::string why = l.Check(m, l.Devices(), hw.devices_per_node, global_batch);
   if (!why.empty()) throw std::invalid_argument(l.Name() + ": " + why);
-  scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m.layers);
+  scheduler::Schedule s = BuildSchedule(l, l.MicroBatches(global_batch), m);
   scheduler::ValidationReport rep = scheduler::Validate(s);
   if (!rep.ok) throw std::invalid_argument(l.Name() + ": " + rep.error);
   return {std::move(s), std::move(rep)};
@@ -114,8 +114,12 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   c.backward_input_s = layers_per_stage * layer.backward_input_s;
   c.backward_weight_s = layers_per_stage * layer.backward_weight_s;
   c.backward_s = c.backward_input_s + c.backward_weight_s;
-  const int chunks = l.design == Design::kZero3 ? m.layers : l.pp * l.v;
-  c.virtual_stage_extra.assign(chunks, {});
+  const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
+  c.virtual_stage_extra.assign(chunks.size(), {});
+  for (const ChunkShape& k : chunks) {
+    c.chunk_compute_share.push_back(k.layers / layers_per_stage);
+    c.chunk_param_bytes.push_back(k.params * hw.value_bytes);
+  }
   c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s};
   c.virtual_stage_extra.back().forward_s += head.forward_s;
   c.virtual_stage_extra.back().backward_input_s += head.backward_input_s;
@@ -138,9 +142,9 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     // them in place on a GPU.
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
   }
-  // On a CPU box the transport's copies run on the compute cores: the loopback bus bandwidth the
-  // calibration measured is what one core copies, and a rank holds 1/share of a core.
-  if (hw.shared_compute_units > 0) c.comm_cpu_s_per_byte = co.share / hw.intra.Effective();
+  // On a CPU box the transport's copies run on the compute cores: the unloaded loopback bus
+  // bandwidth the calibration measured is what one core copies, and a rank holds 1/share of a core.
+  if (hw.shared_compute_units > 0) c.comm_cpu_s_per_byte = co.share / hw.CommCpuBytesPerSecond();
   const auto tail = StepTail(m, l, hw, co.share);
   c.optimizer_s = tail.first + tail.second;
   return {c, layer, tail.first, tail.second};
