@@ -432,6 +432,66 @@ TEST(Planner, RankOrderPicksTheReplicasLink) {
   EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
 }
 
+// Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or
+// NVMe files, and the step's tail becomes gradients down + CPU AdamW (or the NVMe stream, the
+// longer of the two) + parameters up, by hand from the description's host numbers.
+TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
+  const Hardware h = Toy();  // host 50 GB/s per node (4 devices offloading), PCIe 20 GB/s, NVMe 5 GB/s, bf16
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  const MemoryBreakdown none = PredictMemory(m, l, h, 32);
+  const double shard = m.Parameters() / 4;
+  EXPECT_DOUBLE_EQ(none.optimizer, 12 * shard);
+  l.offload = Offload::kCpu;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_offcpu");
+  const MemoryBreakdown cpu = PredictMemory(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(cpu.optimizer, 0);
+  EXPECT_DOUBLE_EQ(cpu.host, 12 * shard);
+  EXPECT_DOUBLE_EQ(none.Total() - cpu.Total(), 12 * shard);
+  const double moved = 2 * shard * 2 / 20e9;
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + shard * 30 * 4 / 50e9);
+  l.offload = Offload::kNvme;
+  const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(nvme.optimizer + nvme.host, 0);
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + std::max(shard * 30 * 4 / 50e9, 2 * shard * 12 / 5e9));
+  // On a CPU box host memory is the device's: offloading to it frees nothing there.
+  Hardware box = h;
+  box.shared_compute_units = 2;
+  l.offload = Offload::kCpu;
+  EXPECT_DOUBLE_EQ(PredictMemory(m, l, box, 32).optimizer, 12 * shard);
+  // The 3D baseline keeps its state on the device.
+  Layout d;
+  d.design = Design::k3D;
+  d.pp = 2, d.dp = 2, d.offload = Offload::kCpu;
+  EXPECT_NE(d.Check(m, 4, 4, 32).find("offload is zeropp's"), std::string::npos);
+}
+
+// plan tries offload only where nothing else fits: a device too small for the state on it, and
+// host memory too small for the state in it, leave NVMe.
+TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
+  PlanRequest q = SmallRequest(4);
+  q.designs = {Design::kZero3, Design::kZeroPP, Design::kPipeFsdp};
+  for (const Prediction& p : Plan(q).fitting) EXPECT_EQ(p.layout.offload, Offload::kNone) << p.layout.Name();
+  // Device memory one byte short of the smallest layout that keeps its state (every variant of
+  // every layout is considered when nothing fits).
+  q.offload = false;
+  q.hardware.memory_bytes = 1;
+  q.hardware.memory_bytes = Plan(q).smallest_memory - 1;
+  EXPECT_TRUE(Plan(q).fitting.empty());
+  const double shard = q.model.Parameters() / 4;
+  q.offload = true;
+  const PlanResult r = Plan(q);
+  ASSERT_FALSE(r.fitting.empty());
+  for (const Prediction& p : r.fitting) EXPECT_EQ(p.layout.offload, Offload::kCpu) << p.layout.Name();
+  q.hardware.host_capacity_bytes = 4 * 11 * shard;  // 4 devices per node, each needing 12 * shard
+  const PlanResult n = Plan(q);
+  ASSERT_FALSE(n.fitting.empty());
+  for (const Prediction& p : n.fitting) EXPECT_EQ(p.layout.offload, Offload::kNvme) << p.layout.Name();
+}
+
 TEST(Planner, RefusesImpossibleInputs) {
   PlanRequest q = SmallRequest(0);
   try {
@@ -443,7 +503,7 @@ TEST(Planner, RefusesImpossibleInputs) {
   q.devices = 6;  // not whole nodes of 4
   EXPECT_THROW(Plan(q), std::invalid_argument);
   // A model that fits nowhere: 175B on 8 devices of 80 GB. The smallest layout needs at least
-  // its model state, 16 bytes per parameter over 8 devices.
+  // its compute and gradient shards, 4 bytes per parameter over 8 devices, the rest offloaded.
   q.model = ModelPreset("gpt3-175b");
   q.hardware = LoadHardware("scheduler/planner/hardware/a100-80gb-ib400.json");
   q.devices = 8;
@@ -451,7 +511,7 @@ TEST(Planner, RefusesImpossibleInputs) {
   const PlanResult r = Plan(q);
   EXPECT_TRUE(r.fitting.empty());
   EXPECT_EQ(r.over_memory, r.considered);
-  EXPECT_GE(r.smallest_memory, 16 * q.model.Parameters() / 8);
+  EXPECT_GE(r.smallest_memory, 4 * q.model.Parameters() / 8);  // compute and gradient shards (state offloaded)
   EXPECT_FALSE(r.smallest_layout.empty());
 }
 

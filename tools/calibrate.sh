@@ -48,7 +48,7 @@ base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --s
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
 echo "calibrate: baseline rank RSS ${base} MiB"
 python3 - "$OUT" "$base" <<PY
-import json, re, sys, time
+import json, os, re, sys, time
 out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 coll = """$coll"""
@@ -108,7 +108,8 @@ hw = {
   "comm_cpu_gbps": bus,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "allreduce_algorithm": "ring",
-  "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": 2.0},
+  "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": 2.0,
+           "capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)},
 }
 with open(out, "w") as f:
     json.dump(hw, f, indent=2)

@@ -1,11 +1,11 @@
 // plan: which layout is fastest within memory, for a model, a global batch and a cluster.
 //
 //   ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64
-//       [--top 15] [--designs zero3,zeropp,pipe-fsdp,3d] [--plot out.png] [--csv out.csv]
+//       [--top 15] [--designs zero3,zeropp,pipe-fsdp,3d] [--no-offload] [--plot out.png] [--csv out.csv]
 //   ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400
 //       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
 //   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
-//       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] ...
+//       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] [--offload cpu|nvme] ...
 //   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
 // Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
 // flags after --model override the preset. Every layout of every design is enumerated, those
@@ -61,7 +61,7 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep",  "sp",      "zero1",           "dp-outer", "recompute",
+const std::set<std::string> kBool = {"sweep",  "sp",      "zero1",           "dp-outer", "recompute", "no-offload",
                                      "swiglu", "predict", "estimate-memory", "no-flash"};
 
 Flags Parse(int argc, char** argv) {
@@ -70,7 +70,7 @@ Flags Parse(int argc, char** argv) {
          {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""}, {"design", "zeropp"}, {"schedule", ""},
-         {"devices-per-node", "0"}, {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
+         {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -148,6 +148,7 @@ PlanRequest RequestFrom(const Flags& f) {
   q.devices = static_cast<int>(f.Int("gpus", 0, 1 << 20));
   q.global_batch = static_cast<int>(f.Int("global-batch", 1, 1 << 24));
   q.designs = DesignsFrom(f.Str("designs"));
+  q.offload = !f.Has("no-offload");
   const std::string bad = CheckRequest(q);
   if (!bad.empty()) throw std::invalid_argument(bad);
   return q;
@@ -281,6 +282,9 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.zero1 = f.Has("zero1");
   l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
+  const std::string off = f.Str("offload");
+  l.offload = off == "cpu" ? Offload::kCpu : off == "nvme" ? Offload::kNvme : off == "none" ? Offload::kNone
+              : throw std::invalid_argument("--offload: got '" + off + "', expected none, cpu or nvme");
   l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
   const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);
   if (!why.empty()) throw std::invalid_argument("layout " + l.Name() + ": " + why);
@@ -319,9 +323,14 @@ int RunEstimateMemory(const Flags& f) {
                 r, ranks[r].ToString().c_str(), x.peak_activations, x.peak_kept_activations, x.peak_gathered,
                 x.peak_pending_w);
   }
-  std::printf("%s: %.1f of %.1f GB\n", m.Total() <= q.hardware.memory_bytes ? "fits" : "DOES NOT FIT",
+  const double host = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
+  const bool host_ok = host <= 0 || m.host <= host;
+  std::printf("%s: %.1f of %.1f GB\n", m.Total() <= q.hardware.memory_bytes && host_ok ? "fits" : "DOES NOT FIT",
               m.Total() / 1e9, q.hardware.memory_bytes / 1e9);
-  return m.Total() <= q.hardware.memory_bytes ? 0 : 3;
+  if (m.host > 0 && host > 0) {
+    std::printf("host memory: %.1f of %.1f GB per device (%s)\n", m.host / 1e9, host / 1e9, host_ok ? "fits" : "over");
+  }
+  return m.Total() <= q.hardware.memory_bytes && host_ok ? 0 : 3;
 }
 
 }  // namespace

@@ -77,6 +77,14 @@ ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeO
 // has one, else memory-bound, bytes per parameter for the compute dtype (bf16: fp32 master,
 // moments and gradient read, bf16 copy written).
 double OptimizerSeconds(const Hardware& hw, double params);
+// The same step with master and moments offloaded (zeropp's engine, ZeRO-Offload), serially as the
+// engine's step runs it: the gradient shard down over PCIe, AdamW on the CPU at the node's host
+// memory bandwidth shared by the node's `devices_on_node` offloading devices (the bytes above), the
+// updated compute shard up. NVMe (hw.nvme, per device): master and
+// moments read and written back, streamed unit by unit beside the CPU's update, so the longer of
+// the two counts. On a CPU box (shared compute units) the host is the device: no transfer, the
+// measured optimizer rate.
+double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node);
 
 }  // namespace planner
 }  // namespace zeropp

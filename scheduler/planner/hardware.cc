@@ -105,6 +105,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.host_bytes_per_s = r.Number("host.memory_bandwidth_gbps", 1e-3, 1e6) * 1e9;
   h.pcie_bytes_per_s = r.Number("host.pcie_gbps", 1e-3, 1e6) * 1e9;
   h.nvme_bytes_per_s = r.Number("host.nvme_gbps", 1e-3, 1e6) * 1e9;
+  if (r.Has("host.capacity_gb")) h.host_capacity_bytes = r.Number("host.capacity_gb", 1e-3, 1e9) * 1e9;
   return h;
 }
 

@@ -30,7 +30,10 @@
 //                                transport (an unloaded loopback ring, one rank per core); sets the
 //                                compute a rank loses per byte it communicates. Default: intra_node
 //   allreduce_algorithm          "ring", "tree" or "auto" (the faster of the two per call)
-//   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps}    for offload
+//   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps[, capacity_gb]}    for offload; memory
+//                                bandwidth and capacity per NODE (shared by its devices; capacity
+//                                optional: without it host memory is not checked), PCIe and NVMe
+//                                per device
 // Throws std::invalid_argument naming the file, the field, the value and what was expected.
 #pragma once
 
@@ -73,6 +76,7 @@ struct Hardware {
   double host_bytes_per_s = 0;
   double pcie_bytes_per_s = 0;
   double nvme_bytes_per_s = 0;
+  double host_capacity_bytes = 0;  // per node; 0: unknown
 };
 
 Hardware ParseHardware(const std::string& json_text, const std::string& origin);

@@ -15,6 +15,15 @@ const char* DesignName(Design d) {
   return "?";
 }
 
+const char* OffloadName(Offload o) {
+  switch (o) {
+    case Offload::kNone: return "none";
+    case Offload::kCpu: return "cpu";
+    case Offload::kNvme: return "nvme";
+  }
+  return "?";
+}
+
 std::string Layout::Name() const {
   std::string n;
   switch (design) {
@@ -36,6 +45,7 @@ std::string Layout::Name() const {
   absl::StrAppend(&n, "_b", micro_batch);
   if (zero1 && dp > 1) absl::StrAppend(&n, "_zero1");
   if (recompute) absl::StrAppend(&n, "_rc");
+  if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
   return n;
 }
 
@@ -54,6 +64,9 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
                         ") and vocab(", m.vocab, ")");
   }
   if (sequence_parallel && tp == 1) return "sequence parallelism needs tp > 1";
+  if (offload != Offload::kNone && design == Design::k3D) {
+    return "offload is zeropp's (ZeRO designs); the 3D baseline keeps its optimizer state on the device";
+  }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";
   }

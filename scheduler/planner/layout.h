@@ -24,6 +24,11 @@ namespace planner {
 
 enum class Design { kZero3, kZeroPP, kPipeFsdp, k3D };
 const char* DesignName(Design d);
+// Where the ZeRO designs keep the fp32 master and AdamW moments (zeropp's engine offload;
+// ZeRO-Offload / ZeRO-Infinity): on the device, in host memory (AdamW on the CPU, gradients down
+// and updated parameters up over PCIe), or in NVMe files streamed through host memory.
+enum class Offload { kNone, kCpu, kNvme };
+const char* OffloadName(Offload o);  // none | cpu | nvme
 
 struct Layout {
   Design design = Design::k3D;
@@ -39,6 +44,7 @@ struct Layout {
   // dp outermost (zeropp's engine, which also runs 3D layouts without tp that way).
   bool dp_outer = false;
   bool recompute = false;  // full activation recomputation (ZeroPP: every chunk but the last)
+  Offload offload = Offload::kNone;  // optimizer state and fp32 master (not 3D)
   int Devices() const { return tp * zero * pp * dp; }
   int MicroBatches(int global_batch) const { return global_batch / (dp * zero * micro_batch); }
   std::string Name() const;

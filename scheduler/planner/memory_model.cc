@@ -15,9 +15,10 @@ std::string MemoryBreakdown::ToString() const {
   const int d = gb ? 2 : 1;
   return absl::StrFormat(
       "params %.*f + grads %.*f + optimizer %.*f + unsharded %.*f + activations %.*f + working %.*f + reserved "
-      "%.*f = %.*f %s (pipeline rank %d)",
+      "%.*f = %.*f %s (pipeline rank %d)%s",
       d, params / u, d, grads / u, d, optimizer / u, d, unsharded / u, d, activations / u, d, working / u, d,
-      reserved / u, d, Total() / u, gb ? "GB" : "MB", rank);
+      reserved / u, d, Total() / u, gb ? "GB" : "MB", rank,
+      host > 0 ? absl::StrFormat("; host %.*f %s", d, host / u, gb ? "GB" : "MB") : "");
 }
 
 double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_bytes) {
@@ -69,6 +70,11 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     b.params = vb * shard;
     b.grads = vb * shard;
     b.optimizer = ((bf16 ? 4.0 : 0.0) + 8.0) * shard / (l.zero1 ? l.dp : 1);
+    // On a CPU box host memory is the device's: only NVMe takes the state out of it.
+    if (l.offload == Offload::kNvme || (l.offload == Offload::kCpu && hw.shared_compute_units == 0)) {
+      if (l.offload == Offload::kCpu) b.host = b.optimizer;
+      b.optimizer = 0;
+    }
   }
   // The step replayed on this rank's actions, summed at each moment (memory_model.h says what
   // each action holds and frees, as engine.cc does).

@@ -5,7 +5,8 @@
 //           the distributed optimizer); fp32 training: 4 + 4 + 8
 //   ZeRO    over the zero group: compute shard (2) + reduce-dtype gradient shard (2) + master (4)
 //           + m, v (8), as MemoryStats counts them (fp32: 4 + 4 + 8); ZeRO-1 across replicas
-//           divides master and moments by dp
+//           divides master and moments by dp; offloaded (cpu), master and moments are in host
+//           memory instead (`host`), or (nvme) in files
 // Unsharded buffers (ZeRO), activations and working set: the schedule replayed on the rank's
 // actions, summed at each moment, as the engine holds them: gathered chunks between Gather and
 // Release (compute dtype); a chunk's unsharded gradient from its first backward to its
@@ -40,6 +41,7 @@ struct MemoryBreakdown {
   double activations = 0;                       // stashed for backward
   double working = 0;                           // recompute, logits, p2p buffers
   double reserved = 0;
+  double host = 0;                              // offloaded state in host memory (not in Total)
   int rank = 0;                                 // the pipeline rank this peak is on
   double ModelState() const { return params + grads + optimizer; }
   double Total() const { return ModelState() + unsharded + activations + working + reserved; }

@@ -116,26 +116,37 @@ PlanResult Plan(const PlanRequest& q) {
   if (!bad.empty()) throw std::invalid_argument(bad);
   PlanResult res;
   const double capacity = q.hardware.memory_bytes;
+  const double host_per_device = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
   for (Layout l : EnumerateLayouts(q)) {
-    for (int rc = 0; rc <= 1; ++rc) {
-      l.recompute = rc;
-      MemoryBreakdown mem;
-      try {
-        mem = PredictMemory(q.model, l, q.hardware, q.global_batch);
-      } catch (const std::invalid_argument&) {
-        break;  // a generator refused these numbers (e.g. ZeroPP's unit constraints)
+    // The cheapest way to fit: as it is, then recomputing, then offloading (ZeRO designs) to host
+    // memory and then to NVMe, each with and without recomputation. Each step only adds time.
+    std::vector<Offload> offloads = {Offload::kNone};
+    if (l.design != Design::k3D && q.offload) offloads = {Offload::kNone, Offload::kCpu, Offload::kNvme};
+    bool placed = false, refused = false;
+    for (Offload o : offloads) {
+      for (int rc = 0; rc <= 1 && !placed && !refused; ++rc) {
+        l.offload = o;
+        l.recompute = rc;
+        MemoryBreakdown mem;
+        try {
+          mem = PredictMemory(q.model, l, q.hardware, q.global_batch);
+        } catch (const std::invalid_argument&) {
+          refused = true;  // a generator refused these numbers (e.g. ZeroPP's unit constraints)
+          break;
+        }
+        res.considered++;
+        if (res.smallest_memory == 0 || mem.Total() < res.smallest_memory) {
+          res.smallest_memory = mem.Total();
+          res.smallest_layout = l.Name();
+        }
+        if (mem.Total() > capacity || (host_per_device > 0 && mem.host > host_per_device)) {
+          res.over_memory++;
+          continue;
+        }
+        res.fitting.push_back(Predict(q.model, l, q.hardware, q.global_batch));
+        placed = true;
       }
-      res.considered++;
-      if (res.smallest_memory == 0 || mem.Total() < res.smallest_memory) {
-        res.smallest_memory = mem.Total();
-        res.smallest_layout = l.Name();
-      }
-      if (mem.Total() > capacity) {
-        res.over_memory++;
-        continue;
-      }
-      res.fitting.push_back(Predict(q.model, l, q.hardware, q.global_batch));
-      break;  // fits without recompute: recomputing only adds time
+      if (placed || refused) break;
     }
   }
   std::sort(res.fitting.begin(), res.fitting.end(),

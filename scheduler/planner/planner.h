@@ -3,7 +3,8 @@
 //
 //   PlanRequest q{ModelPreset("llama2-13b"), LoadHardware("a100-80gb-ib400"), 64, 512};
 //   PlanResult r = Plan(q);   // r.fitting sorted fastest first; r.smallest_memory if none fits
-// Recomputation is tried only where the layout does not fit without it (it only adds time).
+// Recomputation, then (ZeRO designs) offloading the optimizer state to host memory, then to NVMe,
+// are tried only where the layout does not fit without them (each only adds time).
 #pragma once
 
 #include <string>
@@ -25,6 +26,7 @@ struct PlanRequest {
   std::vector<Design> designs = {Design::kZero3, Design::kZeroPP, Design::kPipeFsdp, Design::k3D};
   std::vector<int> micro_batches = {1, 2, 4};
   std::vector<int> chunks = {1, 2};           // v for interleaved and ZeroPP
+  bool offload = true;                        // try optimizer offload where nothing else fits
 };
 
 struct PlanResult {

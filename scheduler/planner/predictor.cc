@@ -55,7 +55,11 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     const double tensors = kReplicatedTensorsPerLayer * std::ceil(static_cast<double>(m.layers) / l.pp) + 2;
     reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp) * share;
   }
-  const double optim = OptimizerSeconds(hw, own / (l.zero1 ? l.dp : 1)) * share;
+  const double stepped = own / (l.zero1 ? l.dp : 1);
+  double optim = OptimizerSeconds(hw, stepped) * share;
+  if (l.offload != Offload::kNone) {
+    optim = OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, std::min(l.Devices(), g));
+  }
   return {reduce, optim};
 }
 
