@@ -53,9 +53,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const int vstage = a.chunk * pp + r;
         const double per_chunk = compute_share(vstage);
         const double gather_bytes = chunk_bytes(vstage) * shard_out;
-        const CostModel::StageExtra extra =
-            a.chunk >= 0 && vstage < static_cast<int>(cost.virtual_stage_extra.size()) ? cost.virtual_stage_extra[vstage]
-                                                                                       : CostModel::StageExtra{};
+        const bool has_extra = a.chunk >= 0 && vstage < static_cast<int>(cost.virtual_stage_extra.size());
+        const CostModel::StageExtra extra = has_extra ? cost.virtual_stage_extra[vstage] : CostModel::StageExtra{};
         auto compute = [&](double seconds, const std::string& label = std::string(), bool wait_inputs = true,
                            double extra_s = 0) {
           double start = std::max(x.t, x.gather_ready.count(a.chunk) ? x.gather_ready[a.chunk] : 0.0);
@@ -97,9 +96,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         bool blocked = false;
         switch (a.kind) {
           case ActionKind::kGather:
-            x.gather_ready[a.chunk] =
-                on_comm(cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
-                        &x.gather_bytes, gather_bytes);
+            x.gather_ready[a.chunk] = on_comm(
+                cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
+                &x.gather_bytes, gather_bytes);
             break;
           case ActionKind::kReduceGrad:
             on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);

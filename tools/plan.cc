@@ -69,8 +69,9 @@ Flags Parse(int argc, char** argv) {
   f.v = {{"model", "llama2-7b"}, {"hidden", ""}, {"layers", ""}, {"heads", ""}, {"kv-heads", ""}, {"ffn", ""},
          {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
-         {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""}, {"design", "zeropp"}, {"schedule", ""},
-         {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"}, {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
+         {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""},
+         {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
+         {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

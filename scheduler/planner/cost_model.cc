@@ -157,9 +157,10 @@ double OptimizerSeconds(const Hardware& hw, double params) {
   return params * bytes / (hw.memory_bytes_per_s * hw.memory_efficiency);
 }
 
-double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node) {
+double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node,
+                                 double cpu_share) {
   const double io = nvme ? 2 * params * (hw.value_bytes == 2 ? 12.0 : 8.0) / hw.nvme_bytes_per_s : 0.0;
-  if (hw.shared_compute_units > 0) return std::max(OptimizerSeconds(hw, params), io);
+  if (hw.shared_compute_units > 0) return std::max(OptimizerSeconds(hw, params) * cpu_share, io);
   const double cpu = params * (hw.value_bytes == 2 ? 30.0 : 28.0) * std::max(1, devices_on_node) / hw.host_bytes_per_s;
   return 2 * params * hw.value_bytes / hw.pcie_bytes_per_s + std::max(cpu, io);
 }

@@ -83,8 +83,9 @@ double OptimizerSeconds(const Hardware& hw, double params);
 // updated compute shard up. NVMe (hw.nvme, per device): master and
 // moments read and written back, streamed unit by unit beside the CPU's update, so the longer of
 // the two counts. On a CPU box (shared compute units) the host is the device: no transfer, the
-// measured optimizer rate.
-double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node);
+// measured optimizer rate on cpu_share of a core (ComputeOptions::share).
+double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node,
+                                 double cpu_share);
 
 }  // namespace planner
 }  // namespace zeropp

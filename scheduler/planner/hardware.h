@@ -24,8 +24,8 @@
 //   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
 //                                reserved: runtime context + allocator slack, never usable
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
-//                                (on a CPU box: measured while every core computes, as in training)
-//   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together
+//   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together (on a
+//                                CPU box: measured while every core computes, as in training)
 //   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
 //                                transport (an unloaded loopback ring, one rank per core); sets the
 //                                compute a rank loses per byte it communicates. Default: intra_node

@@ -58,7 +58,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   const double stepped = own / (l.zero1 ? l.dp : 1);
   double optim = OptimizerSeconds(hw, stepped) * share;
   if (l.offload != Offload::kNone) {
-    optim = OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, std::min(l.Devices(), g));
+    optim = OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, std::min(l.Devices(), g), share);
   }
   return {reduce, optim};
 }
