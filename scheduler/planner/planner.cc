@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -119,34 +121,31 @@ PlanResult Plan(const PlanRequest& q) {
   const double host_per_device = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
   for (Layout l : EnumerateLayouts(q)) {
     // The cheapest way to fit: as it is, then recomputing, then offloading (ZeRO designs) to host
-    // memory and then to NVMe, each with and without recomputation. Each step only adds time.
+    // memory and then to NVMe, each without and with recomputation. Each step only adds time.
     std::vector<Offload> offloads = {Offload::kNone};
     if (l.design != Design::k3D && q.offload) offloads = {Offload::kNone, Offload::kCpu, Offload::kNvme};
-    bool placed = false, refused = false;
-    for (Offload o : offloads) {
-      for (int rc = 0; rc <= 1 && !placed && !refused; ++rc) {
-        l.offload = o;
-        l.recompute = rc;
-        MemoryBreakdown mem;
-        try {
-          mem = PredictMemory(q.model, l, q.hardware, q.global_batch);
-        } catch (const std::invalid_argument&) {
-          refused = true;  // a generator refused these numbers (e.g. ZeroPP's unit constraints)
-          break;
-        }
-        res.considered++;
-        if (res.smallest_memory == 0 || mem.Total() < res.smallest_memory) {
-          res.smallest_memory = mem.Total();
-          res.smallest_layout = l.Name();
-        }
-        if (mem.Total() > capacity || (host_per_device > 0 && mem.host > host_per_device)) {
-          res.over_memory++;
-          continue;
-        }
-        res.fitting.push_back(Predict(q.model, l, q.hardware, q.global_batch));
-        placed = true;
+    std::vector<std::pair<Offload, bool>> tries;
+    for (Offload o : offloads) tries.insert(tries.end(), {{o, false}, {o, true}});
+    for (const auto& [offload, recompute] : tries) {
+      l.offload = offload;
+      l.recompute = recompute;
+      MemoryBreakdown mem;
+      try {
+        mem = PredictMemory(q.model, l, q.hardware, q.global_batch);
+      } catch (const std::invalid_argument&) {
+        break;  // a generator refused these numbers (e.g. ZeroPP's unit constraints)
       }
-      if (placed || refused) break;
+      res.considered++;
+      if (res.smallest_memory == 0 || mem.Total() < res.smallest_memory) {
+        res.smallest_memory = mem.Total();
+        res.smallest_layout = l.Name();
+      }
+      if (mem.Total() > capacity || (host_per_device > 0 && mem.host > host_per_device)) {
+        res.over_memory++;
+        continue;
+      }
+      res.fitting.push_back(Predict(q.model, l, q.hardware, q.global_batch));
+      break;
     }
   }
   std::sort(res.fitting.begin(), res.fitting.end(),

@@ -56,10 +56,10 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp) * share;
   }
   const double stepped = own / (l.zero1 ? l.dp : 1);
-  double optim = OptimizerSeconds(hw, stepped) * share;
-  if (l.offload != Offload::kNone) {
-    optim = OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, std::min(l.Devices(), g), share);
-  }
+  const double optim =
+      l.offload == Offload::kNone
+          ? OptimizerSeconds(hw, stepped) * share
+          : OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, std::min(l.Devices(), g), share);
   return {reduce, optim};
 }
 
