@@ -1,6 +1,8 @@
 #include "scheduler/simulator.h"
 
 #include <algorithm>
+#include <deque>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -15,6 +17,20 @@ namespace {
 using Key = std::tuple<int, int, int, int, int>;  // (is_grad, src, dst, sender chunk, mb)
 
 bool IsGrad(ActionKind k) { return k == ActionKind::kSendGrad || k == ActionKind::kRecvGrad; }
+
+// One stretch of a rank's compute stream: an action's computation, a recomputed forward, the CPU
+// a transfer takes, or the optimizer step.
+struct Work {
+  std::string label;
+  double seconds = 0;        // at a whole compute unit
+  int chunk = -1, mb = -1;
+  bool wait_gather = false;  // waits for its chunk's gather
+  int wait_input = 0;        // 1: its forward's activation, 2: its backward's gradient, 0: none
+  bool after_comm = false;   // waits for the comm stream to drain (the optimizer step)
+  bool shared = true;        // shares the box's cores (false: a blocking wait, or the step tail)
+  bool traced = true;
+  double whole_s = 0;        // a wait closing a computation: the computation's time, for its trace
+};
 
 }  // namespace
 
@@ -36,131 +52,228 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     double t = 0, comm_t = 0, busy = 0;
     std::map<int, double> gather_ready;
     std::map<std::pair<int, int>, double> act_ready, grad_ready;  // (own chunk, mb) -> arrival
+    std::map<std::pair<int, int>, Key> act_posted, grad_posted;   // posted receives not yet arrived
     double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;
+    std::deque<Work> queue;
+    bool running = false;
+    double start = 0, left = 0;  // the running work: when it starts, its seconds still to do
+    double computation_start = 0;  // of a computation split into compute and a blocking wait
   };
   std::vector<R> st(pp);
   std::map<Key, double> arrivals;
   SimResult res;
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int r = 0; r < pp; ++r) {
-      R& x = st[r];
-      while (x.pc < s.ranks[r].size()) {
-        const Action& a = s.ranks[r][x.pc];
-        const std::string name = a.ToString();
-        const bool whole_backward = cost.first_stage_whole_backward && a.chunk * pp + r == 0;
-        const int vstage = a.chunk * pp + r;
-        const double per_chunk = compute_share(vstage);
-        const double gather_bytes = chunk_bytes(vstage) * shard_out;
-        const bool has_extra = a.chunk >= 0 && vstage < static_cast<int>(cost.virtual_stage_extra.size());
-        const CostModel::StageExtra extra = has_extra ? cost.virtual_stage_extra[vstage] : CostModel::StageExtra{};
-        auto compute = [&](double seconds, const std::string& label = std::string(), bool wait_inputs = true,
-                           double extra_s = 0) {
-          double start = std::max(x.t, x.gather_ready.count(a.chunk) ? x.gather_ready[a.chunk] : 0.0);
-          // A receive only posts; the computation that consumes it waits for the arrival.
-          const std::pair<int, int> cm{a.chunk, a.mb};
-          if (wait_inputs && a.kind == ActionKind::kForward && x.act_ready.count(cm)) {
-            start = std::max(start, x.act_ready[cm]);
-          }
-          if (wait_inputs && (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) &&
-              x.grad_ready.count(cm)) {
-            start = std::max(start, x.grad_ready[cm]);
-          }
-          const double scale = r < static_cast<int>(cost.rank_compute_scale.size()) ? cost.rank_compute_scale[r] : 1.0;
-          x.t = start + (seconds * per_chunk + extra_s) * scale;
-          x.busy += (seconds * per_chunk + extra_s) * scale;
-          res.events.push_back({r, label.empty() ? name : label, "compute", start, x.t});
-        };
-        // A recomputed chunk runs its forward again at the start of B, before the gradient is
-        // needed (the executor does the same, so the transfer overlaps it).
-        auto recompute = [&] {
-          if (s.Recompute(r, a.chunk)) compute(cost.forward_s, a.RecomputeName(), false);
-        };
-        // The CPU a transfer takes from this rank's compute (CostModel::comm_cpu_s_per_byte).
-        auto steal_cpu = [&](double bytes) {
-          const double cpu = bytes * cost.comm_cpu_s_per_byte;
-          if (cpu <= 0) return;
-          res.events.push_back({r, name + " (cpu)", "compute", x.t, x.t + cpu});
-          x.t += cpu;
-          x.busy += cpu;
-        };
-        auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
-          double start = std::max(x.t, x.comm_t);
-          x.comm_t = start + seconds;
-          *bytes_acc += bytes;
-          res.events.push_back({r, name, "comm", start, x.comm_t});
-          steal_cpu(bytes);
-          return x.comm_t;
-        };
-        bool blocked = false;
-        switch (a.kind) {
-          case ActionKind::kGather:
-            x.gather_ready[a.chunk] = on_comm(
-                cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
-                &x.gather_bytes, gather_bytes);
-            break;
-          case ActionKind::kReduceGrad:
-            on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);
-            break;
-          case ActionKind::kRelease:
-            break;
-          case ActionKind::kForward:
-            compute(cost.forward_s, "", true, extra.forward_s);
-            break;
-          case ActionKind::kBackward:
-            recompute();
-            compute(cost.backward_s, "", true, extra.backward_input_s + extra.backward_weight_s);
-            break;
-          case ActionKind::kBackwardInput:
-            recompute();
-            compute(whole_backward ? cost.backward_s : cost.backward_input_s, "", true,
-                    extra.backward_input_s + (whole_backward ? extra.backward_weight_s : 0.0));
-            break;
-          case ActionKind::kBackwardWeight:
-            compute(whole_backward ? 0.0 : cost.backward_weight_s, "", true,
-                    whole_backward ? 0.0 : extra.backward_weight_s);
-            break;
-          case ActionKind::kSendAct:
-          case ActionKind::kSendGrad: {
-            const double arrive = x.t + cost.inter.Time(cost.activation_bytes);
-            arrivals[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = arrive;
-            x.p2p_bytes += cost.activation_bytes;
-            res.events.push_back({r, name, "p2p", x.t, arrive});
-            steal_cpu(cost.activation_bytes);
-            break;
-          }
-          case ActionKind::kRecvAct:
-          case ActionKind::kRecvGrad: {
-            auto it = arrivals.find(Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb});
-            if (it == arrivals.end()) {
-              blocked = true;
-              break;
-            }
-            const int sender_stage = a.chunk * s.pp + a.peer;
-            const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;
-            (IsGrad(a.kind) ? x.grad_ready : x.act_ready)[{mine / s.pp, a.mb}] = it->second;
-            arrivals.erase(it);
-            break;
-          }
-          case ActionKind::kOptimizerStep: {
-            const double start = std::max(x.t, x.comm_t);
-            x.t = start + cost.optimizer_s;
-            if (cost.optimizer_s > 0) res.events.push_back({r, name, "compute", start, x.t});
-            break;
-          }
-        }
-        if (blocked) break;
-        x.pc++;
-        progress = true;
+
+  // Takes the rank's next action off its program: communication is issued at once, computation
+  // is queued on the compute stream.
+  auto issue = [&](int r) {
+    R& x = st[r];
+    const Action& a = s.ranks[r][x.pc];
+    const std::string name = a.ToString();
+    const bool whole_backward = cost.first_stage_whole_backward && a.chunk * pp + r == 0;
+    const int vstage = a.chunk * pp + r;
+    const double per_chunk = compute_share(vstage);
+    const double gather_bytes = chunk_bytes(vstage) * shard_out;
+    const bool has_extra = a.chunk >= 0 && vstage < static_cast<int>(cost.virtual_stage_extra.size());
+    const CostModel::StageExtra extra = has_extra ? cost.virtual_stage_extra[vstage] : CostModel::StageExtra{};
+    const double scale = r < static_cast<int>(cost.rank_compute_scale.size()) ? cost.rank_compute_scale[r] : 1.0;
+    // A computation of `seconds` (the stage's, times this chunk's share) + `extra_s` (this virtual
+    // stage's), of which `wait_s` + `extra_wait_s` is spent in blocking collectives: compute work,
+    // then that wait, which takes no core.
+    auto compute = [&](double seconds, double extra_s, double wait_s = 0, double extra_wait_s = 0,
+                       const std::string& label = std::string(), bool inputs = true) {
+      Work w;
+      w.label = label.empty() ? name : label;
+      const double total = (seconds * per_chunk + extra_s) * scale, wait = wait_s * per_chunk + extra_wait_s;
+      w.seconds = std::max(0.0, total - wait);
+      w.chunk = a.chunk, w.mb = a.mb;
+      w.wait_gather = true;
+      if (inputs && a.kind == ActionKind::kForward) w.wait_input = 1;
+      if (inputs && (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput)) w.wait_input = 2;
+      if (wait <= 0) {
+        x.queue.push_back(w);
+        return;
+      }
+      w.traced = false;  // one trace event for the whole computation, on the wait below
+      Work blocked;
+      blocked.label = w.label;
+      blocked.seconds = wait;
+      blocked.shared = false;
+      blocked.whole_s = total;
+      x.queue.push_back(w);
+      x.queue.push_back(blocked);
+    };
+    // A recomputed chunk runs its forward again at the start of B, before the gradient is needed
+    // (the executor does the same, so the transfer overlaps it).
+    auto recompute = [&] {
+      if (s.Recompute(r, a.chunk)) compute(cost.forward_s, 0.0, cost.forward_wait_s, 0.0, a.RecomputeName(), false);
+    };
+    // The CPU a transfer takes from this rank's compute (CostModel::comm_cpu_s_per_byte).
+    auto steal_cpu = [&](double bytes) {
+      const double cpu = bytes * cost.comm_cpu_s_per_byte;
+      if (cpu <= 0) return;
+      Work w;
+      w.label = name + " (cpu)";
+      w.seconds = cpu;
+      x.queue.push_back(w);
+    };
+    auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
+      double start = std::max(x.t, x.comm_t);
+      x.comm_t = start + seconds;
+      *bytes_acc += bytes;
+      res.events.push_back({r, name, "comm", start, x.comm_t});
+      steal_cpu(bytes);
+      return x.comm_t;
+    };
+    switch (a.kind) {
+      case ActionKind::kGather:
+        x.gather_ready[a.chunk] = on_comm(
+            cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
+            &x.gather_bytes, gather_bytes);
+        break;
+      case ActionKind::kReduceGrad:
+        on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);
+        break;
+      case ActionKind::kRelease:
+        break;
+      case ActionKind::kForward:
+        compute(cost.forward_s, extra.forward_s, cost.forward_wait_s, extra.forward_wait_s);
+        break;
+      case ActionKind::kBackward:
+        recompute();
+        compute(cost.backward_s, extra.backward_input_s + extra.backward_weight_s, cost.backward_input_wait_s,
+                extra.backward_input_wait_s);
+        break;
+      case ActionKind::kBackwardInput:
+        recompute();
+        compute(whole_backward ? cost.backward_s : cost.backward_input_s,
+                extra.backward_input_s + (whole_backward ? extra.backward_weight_s : 0.0), cost.backward_input_wait_s,
+                extra.backward_input_wait_s);
+        break;
+      case ActionKind::kBackwardWeight:
+        compute(whole_backward ? 0.0 : cost.backward_weight_s, whole_backward ? 0.0 : extra.backward_weight_s);
+        break;
+      case ActionKind::kSendAct:
+      case ActionKind::kSendGrad: {
+        const double arrive = x.t + cost.inter.Time(cost.activation_bytes);
+        arrivals[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = arrive;
+        x.p2p_bytes += cost.activation_bytes;
+        res.events.push_back({r, name, "p2p", x.t, arrive});
+        steal_cpu(cost.activation_bytes);
+        break;
+      }
+      case ActionKind::kRecvAct:
+      case ActionKind::kRecvGrad: {
+        // A receive only posts: the computation that consumes it waits for the arrival.
+        const int sender_stage = a.chunk * s.pp + a.peer;
+        const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;
+        (IsGrad(a.kind) ? x.grad_posted : x.act_posted)[{mine / s.pp, a.mb}] = Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb};
+        break;
+      }
+      case ActionKind::kOptimizerStep: {
+        Work w;
+        w.label = name;
+        w.seconds = cost.optimizer_s;
+        w.after_comm = true;
+        w.shared = false;
+        w.traced = cost.optimizer_s > 0;
+        x.queue.push_back(w);
+        break;
       }
     }
+    x.pc++;
+  };
+
+  // When the rank's next work may start, or a negative value while an input it waits for has not
+  // been sent yet.
+  auto ready = [&](R& x, const Work& w) -> double {
+    double at = x.t;
+    if (w.wait_gather && x.gather_ready.count(w.chunk)) at = std::max(at, x.gather_ready[w.chunk]);
+    if (w.after_comm) at = std::max(at, x.comm_t);
+    if (w.wait_input) {
+      auto& posted = w.wait_input == 1 ? x.act_posted : x.grad_posted;
+      auto& got = w.wait_input == 1 ? x.act_ready : x.grad_ready;
+      const std::pair<int, int> cm{w.chunk, w.mb};
+      auto p = posted.find(cm);
+      if (p != posted.end()) {
+        auto it = arrivals.find(p->second);
+        if (it == arrivals.end()) return -1;
+        got[cm] = it->second;
+        arrivals.erase(it);
+        posted.erase(p);
+      }
+      if (got.count(cm)) at = std::max(at, got[cm]);
+    }
+    return at;
+  };
+
+  // Processor sharing: the ranks computing at one moment share the box's cores equally.
+  const double ranks_each = std::max(1, cost.ranks_per_simulated_rank);
+  double now = 0;
+  for (;;) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int r = 0; r < pp; ++r) {
+        R& x = st[r];
+        while (!x.running && x.queue.empty() && x.pc < s.ranks[r].size()) {
+          issue(r);
+          moved = true;
+        }
+        if (!x.running && !x.queue.empty()) {
+          const double at = ready(x, x.queue.front());
+          if (at < 0) continue;
+          x.running = true;
+          x.start = std::max(at, now);
+          x.left = x.queue.front().seconds;
+          moved = true;
+        }
+      }
+    }
+    double computing = 0;
+    bool any = false;
+    for (const R& x : st) {
+      if (!x.running) continue;
+      any = true;
+      if (x.start <= now && x.queue.front().shared) computing += ranks_each;
+    }
+    if (!any) break;
+    const double rate = cost.shared_cores > 0 && computing > cost.shared_cores
+                            ? cost.shared_cores / computing / std::max(1.0, cost.shared_slowdown)
+                            : 1.0;
+    auto rate_of = [&](const R& x) { return x.queue.front().shared ? rate : 1.0; };
+    auto finish = [&](const R& x) { return x.start > now ? x.start : now + x.left / rate_of(x); };
+    double next = std::numeric_limits<double>::infinity();
+    for (const R& x : st) {
+      if (x.running) next = std::min(next, finish(x));
+    }
+    for (int r = 0; r < pp; ++r) {
+      R& x = st[r];
+      if (!x.running || x.start > now) continue;
+      if (finish(x) > next) {
+        x.left -= (next - now) * rate_of(x);
+        continue;
+      }
+      const Work& w = x.queue.front();
+      if (w.shared) x.busy += next - x.start;
+      if (w.whole_s > 0) {
+        x.busy += next - x.start;  // busy: the computation, its blocking collectives included
+        res.events.push_back({r, w.label, "compute", x.computation_start, next});
+      } else if (w.traced) {
+        res.events.push_back({r, w.label, "compute", x.start, next});
+      }
+      if (!w.traced && w.whole_s == 0) x.computation_start = x.start;
+      x.t = next;
+      x.running = false;
+      x.queue.pop_front();
+    }
+    now = next;
   }
   double busy = 0;
   for (int r = 0; r < pp; ++r) {
-    if (st[r].pc < s.ranks[r].size()) {
-      throw std::invalid_argument(absl::StrCat("simulate ", s.name, ": rank ", r, " cannot proceed at #", st[r].pc, " ",
-                                               s.ranks[r][st[r].pc].ToString(), " (validate the schedule first)"));
+    if (st[r].pc < s.ranks[r].size() || !st[r].queue.empty() || !st[r].act_posted.empty() ||
+        !st[r].grad_posted.empty()) {
+      const size_t at = std::min(st[r].pc - (st[r].queue.empty() ? 0 : 1), s.ranks[r].size() - 1);
+      throw std::invalid_argument(absl::StrCat("simulate ", s.name, ": rank ", r, " cannot proceed at #", at, " ",
+                                               s.ranks[r][at].ToString(), " (validate the schedule first)"));
     }
     res.step_s = std::max(res.step_s, std::max(st[r].t, st[r].comm_t));
     res.busy_s.push_back(st[r].busy);

@@ -10,6 +10,9 @@
 //
 // bubble = (pp * (step_time - optimizer) - sum of F/B/W busy time) / that busy time, so uniform
 // costs give (p-1)/m for GPipe and 1F1B, (p-1)/(v*m) for interleaved 1F1B.
+// Time advances event by event over all ranks: on a box whose ranks outnumber its cores
+// (CostModel::shared_cores) the ranks computing at a moment share the cores equally (processor
+// sharing), so a pipeline rank that waits gives its core to the others, as the OS does.
 // The trace is Chrome trace JSON (one track per rank), the executor's format.
 #pragma once
 
@@ -33,6 +36,10 @@ struct CostModel {
   double backward_s = 2.0;          // B (input + weight)
   double backward_input_s = 1.0;    // Bi
   double backward_weight_s = 1.0;   // W
+  // Of forward_s and backward_input_s, the time the rank waits in blocking collectives inside the
+  // computation (tensor parallelism's): no compute unit is used meanwhile (see shared_cores).
+  double forward_wait_s = 0;
+  double backward_input_wait_s = 0;
   // The first virtual stage's input needs no gradient, so an executor runs its whole backward in
   // Bi (backward_s) and its W's are empty, as the executor does. false: uniform costs.
   bool first_stage_whole_backward = false;
@@ -42,6 +49,7 @@ struct CostModel {
   // of the per-chunk share above: the embedding on the first, the LM head and loss on the last.
   struct StageExtra {
     double forward_s = 0, backward_input_s = 0, backward_weight_s = 0;
+    double forward_wait_s = 0, backward_input_wait_s = 0;  // of the first two, as above
   };
   std::vector<StageExtra> virtual_stage_extra;
   // Per virtual stage, its share of the stage's F, Bi and W above and its parameters' bytes (in
@@ -63,6 +71,14 @@ struct CostModel {
   // uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (NCCL has its own
   // SMs and copy engines).
   double comm_cpu_s_per_byte = 0;
+  // A CPU box's cores, when its ranks outnumber them: compute then runs at min(1, shared_cores /
+  // ranks computing at that moment) of the speed the times above give (a whole core each). Each
+  // simulated rank stands for ranks_per_simulated_rank of the box's ranks (its ZeRO, TP or DP
+  // peers, which run the same program at the same time). 0: every rank has its own compute unit.
+  // While ranks outnumber cores each core's compute is also shared_slowdown times slower.
+  double shared_cores = 0;
+  int ranks_per_simulated_rank = 1;
+  double shared_slowdown = 1;
 };
 
 using SimEvent = TraceEvent;

@@ -64,6 +64,18 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(ParseHardware(cpu, "cpu.json").CommCpuBytesPerSecond(), 2.5e9);
   cpu.replace(cpu.find("2.5"), 3, "0");
   EXPECT_THROW(ParseHardware(cpu, "cpu.json"), std::invalid_argument);
+  // A CPU box's optional oversubscription measurements: absent, the blocking link is intra_node.
+  EXPECT_EQ(h.intra_oversubscribed.bytes_per_s, 0);
+  EXPECT_EQ(h.oversubscribed_compute_factor, 1);
+  std::string over = kHw;
+  over.insert(over.rfind('}'), ", \"intra_node_oversubscribed\": {\"bandwidth_gbps\": 0.3, \"latency_us\": 700, "
+                               "\"efficiency\": 1}, \"oversubscribed_compute_factor\": 1.05");
+  const Hardware o = ParseHardware(over, "over.json");
+  EXPECT_DOUBLE_EQ(o.intra_oversubscribed.Effective(), 0.3e9);
+  EXPECT_DOUBLE_EQ(o.intra_oversubscribed.latency_s, 700e-6);
+  EXPECT_DOUBLE_EQ(o.oversubscribed_compute_factor, 1.05);
+  over.replace(over.find("1.05"), 4, "0.5");
+  EXPECT_THROW(ParseHardware(over, "over.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);
   EXPECT_THROW(LoadHardware("no-such-machine"), std::invalid_argument);
 }
@@ -430,6 +442,42 @@ TEST(Planner, RankOrderPicksTheReplicasLink) {
   z.design = Design::kZeroPP;
   z.pp = 2, z.zero = 4, z.u = 2, z.dp_outer = true;
   EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
+}
+
+// A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a
+// whole core), tensor-parallel collectives are blocking waits on the oversubscribed intra-node link
+// (2 forward all-reduces per layer, by hand), and prefetched ZeRO gathers keep the unloaded link.
+TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
+  Hardware box = Toy();  // 4 devices per node
+  box.shared_compute_units = 2;
+  box.intra_oversubscribed = {0.3e9, 700e-6, 1};
+  box.oversubscribed_compute_factor = 1.05;
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.tp = 2, l.dp = 2, l.micro_batch = 2;
+  const scheduler::CostModel c = BuildCostModel(m, l, box, 4);
+  EXPECT_EQ(c.shared_cores, 2);
+  EXPECT_EQ(c.ranks_per_simulated_rank, 4);
+  EXPECT_DOUBLE_EQ(c.shared_slowdown, 1.05);
+  Hardware loaded = box;
+  loaded.intra = box.intra_oversubscribed;
+  const double act = 2.0 * m.seq * m.hidden * box.value_bytes;
+  const double ar = CollectiveSeconds(loaded, CollectiveKind::kAllReduce, act, 2, 2);
+  EXPECT_DOUBLE_EQ(c.forward_wait_s, m.layers * 2 * ar);
+  EXPECT_DOUBLE_EQ(c.backward_input_wait_s, m.layers * 2 * ar);
+  // With as many cores as ranks nothing is shared and the intra-node link is the measured one.
+  const scheduler::CostModel two = BuildCostModel(m, l, box, 2);
+  EXPECT_EQ(two.shared_cores, 0);
+  EXPECT_DOUBLE_EQ(two.forward_wait_s, m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
+  // ZeRO gathers are prefetched: the unloaded link.
+  Layout z;
+  z.design = Design::kZero3;
+  z.schedule = "zero3";
+  z.zero = 4, z.micro_batch = 1;
+  const scheduler::CostModel zc = BuildCostModel(m, z, box, 4);
+  EXPECT_DOUBLE_EQ(zc.intra.bytes_per_s, BusBytesPerSecond(box, 4, 4));
+  EXPECT_DOUBLE_EQ(zc.intra.alpha_s, 3 * box.intra.latency_s);
 }
 
 // Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or

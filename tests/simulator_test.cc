@@ -113,6 +113,50 @@ TEST(SimulatorTest, ZeroPPGatherBytesFallWithUnitSize) {
   }
 }
 
+// Processor sharing, by hand: GPipe over 2 ranks, 2 micro-batches, F=1, B=2, free links, both
+// ranks on one core. F0 on rank 0 runs alone [0,1]; then rank 0's F1 and rank 1's F0 share the
+// core, each at half speed [1,3]; rank 1's F1 alone [3,4] and its first B alone [4,6]; then the two
+// ranks' B's share it [6,10]; rank 0's last B alone [10,12]. The core never idles: the step is the
+// 12 s of work, against 9 s with a core each.
+TEST(SimulatorTest, RanksComputingAtOnceShareTheCores) {
+  const Schedule s = GPipe(2, 2);
+  CostModel c = Uniform();
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 9);
+  c.shared_cores = 2;  // as many cores as ranks: nothing changes
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 9);
+  c.shared_cores = 1;
+  const SimResult r = Simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.step_s, 12);
+  EXPECT_DOUBLE_EQ(r.busy_s[0], 1 + 2 + 4 + 2);  // wall time of its computations
+  EXPECT_DOUBLE_EQ(r.busy_s[1], 2 + 1 + 2 + 4);
+  // Slower while oversubscribed: the shared stretches (2 + 4 s of wall time) take 1.5 times longer.
+  c.shared_slowdown = 1.5;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 12 + 0.5 * (2 + 4));
+}
+
+// A blocking collective inside a computation takes no core: with ZeRO-3's 4 ranks on 2 cores
+// (half a core each), a 1 s forward of which 0.4 s is waiting takes 0.6 * 2 + 0.4 = 1.6 s.
+TEST(SimulatorTest, BlockingWaitsInsideComputationsTakeNoCore) {
+  Zero3Plan z;
+  z.units = 1;
+  const Schedule s = Zero3(1, z);
+  CostModel c = Uniform();
+  c.backward_s = 0, c.backward_input_s = 0, c.backward_weight_s = 0;
+  c.shared_cores = 2;
+  c.ranks_per_simulated_rank = 4;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 2);
+  c.forward_wait_s = 0.4;
+  const SimResult r = Simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.step_s, 1.6);
+  int forwards = 0;  // one trace event for the whole forward
+  for (const auto& e : r.events) {
+    if (e.cat != "compute" || e.name[0] != 'F') continue;
+    ++forwards;
+    EXPECT_DOUBLE_EQ(e.end_s - e.start_s, 1.6);
+  }
+  EXPECT_EQ(forwards, 1);
+}
+
 TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
   SimResult r = Simulate(OneFOneB(2, 2), Uniform());
   std::string json = r.ChromeTraceJson();

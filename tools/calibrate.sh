@@ -12,13 +12,17 @@
 #     per core at once (the box as busy as a multi-rank run leaves it):
 #     compute_overhead (its forward + backward time over the cost model's: eager-mode costs
 #     shapes cannot see), the optimizer's rate, and the executor's gradient bookkeeping per
-#     parameter per micro-batch;
+#     parameter per micro-batch; then twice as many such runs at once (oversubscribed_compute_factor:
+#     how much slower a core computes while ranks outnumber cores);
 #   - the two-node links the local benches run over (tools/two_nodes.sh: 2 ranks per network
 #     namespace, 4 in all, joined by a veth pair): shaped (tc tbf 1gbit, inter_node) and unshaped
 #     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
 #     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
 #     reductions, pipeline sends) run beside compute;
+#   - blocking collectives inside the box while its ranks outnumber its cores (the 3D runs' tensor-
+#     parallel pairs): two 2-rank groups at once, one busy thread per rank, fitted the same way
+#     (intra_node_oversubscribed);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
@@ -28,22 +32,51 @@ mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --v
 echo "$mm" | sed 's/^/calibrate: /'
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
-# The two-node links under load: one busy thread per rank while the 4 ranks run the sweep.
-two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather rows
+# The two-node links under load: one busy thread per rank while the 4 ranks run the sweep, 3 times
+# (the per-size median is fitted).
+two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather rows, every sweep
   local spin=() i
   for ((i = 0; i < 4; i++)); do
-    timeout 300 bash -c 'while :; do :; done' &
+    timeout 600 bash -c 'while :; do :; done' &
     spin+=($!)
   done
-  tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1 |
-    grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
+  for ((i = 0; i < 3; i++)); do
+    tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1 |
+      grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
+  done
   kill "${spin[@]}" 2>/dev/null
   wait "${spin[@]}" 2>/dev/null || true
 }
+# Blocking collectives on this box while its ranks outnumber its cores (tensor parallelism's pairs
+# in the 3D runs, a pipeline's sends and receives): two 2-rank groups at once, one busy thread per
+# rank, each group sweeping REPS times (single sweeps vary several-fold: the per-size median is fitted).
+REPS=5
+pair_sweep() {  # prints both groups' rank 0 ring all-gather rows, every sweep
+  local spin=() runs=() i
+  for ((i = 0; i < 4; i++)); do
+    timeout 600 bash -c 'while :; do :; done' &
+    spin+=($!)
+  done
+  for ((i = 0; i < 2; i++)); do
+    for ((k = 0; k < REPS; k++)); do
+      bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29700 + i)) -- \
+        bazel-bin/benchmarks/collectives_bench --max-bytes 1048576 2>&1
+    done >"$PAIRS/pair$i.txt" &
+    runs+=($!)
+  done
+  wait "${runs[@]}"
+  kill "${spin[@]}" 2>/dev/null
+  wait "${spin[@]}" 2>/dev/null || true
+  cat "$PAIRS"/pair*.txt | grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
+}
+PAIRS="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate-pairs.XXXXXX")"
+pairs="$(pair_sweep)"
+rm -rf "$PAIRS"
+echo "$pairs" | sed 's/^/calibrate: two 2-rank groups at once, loaded (every sweep): /'
 veth="$(two_node_sweep)"
-echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded: /'
+echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded (every sweep): /'
 shaped="$(two_node_sweep --rate 1gbit)"
-echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded: /'
+echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded (every sweep): /'
 base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
 echo "calibrate: baseline rank RSS ${base} MiB"
@@ -53,13 +86,14 @@ out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 coll = """$coll"""
 veth = """$veth"""
+pairs = """$pairs"""
 shaped = """$shaped"""
 def fit_link(rows, p=4):
     # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on relative
     # error (each size counts alike), closed form for the two unknowns.
     pts = [(float(s), float(t) * 1e-6) for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows)]
     if len(pts) < 3:
-        sys.exit("calibrate: the two-node sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
+        sys.exit("calibrate: a link sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
     x = [((p - 1) / t, (p - 1) / p * s / t) for s, t in pts]
     a11 = sum(u * u for u, _ in x); a12 = sum(u * v for u, v in x); a22 = sum(v * v for _, v in x)
     b1 = sum(u for u, _ in x); b2 = sum(v for _, v in x)
@@ -70,8 +104,14 @@ def fit_link(rows, p=4):
     if inv_bus <= 0:  # latency alone
         alpha, inv_bus = b1 / a11, 1e-12
     return round(1 / inv_bus / 1e9, 4), round(alpha * 1e6, 1)
-veth_gbps, veth_us = fit_link(veth)
-shaped_gbps, shaped_us = fit_link(shaped)
+def medians(rows):  # the median time of each size over repeated sweeps, as rows fit_link reads
+    by_size = {}
+    for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows):
+        by_size.setdefault(int(s), []).append(float(t))
+    return "\n".join("all_gather(ring) %d %.1f" % (s, sorted(ts)[len(ts) // 2]) for s, ts in sorted(by_size.items()))
+veth_gbps, veth_us = fit_link(medians(veth))
+shaped_gbps, shaped_us = fit_link(medians(shaped))
+pair_gbps, pair_us = fit_link(medians(pairs), 2)
 peak = float(re.search(r"square_gflops=([0-9.]+)", mm).group(1))
 shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
           re.findall(r"\[(\d+) x (\d+)\] x \[(\d+) x (\d+)\]: ([0-9.]+) GFLOP/s", mm)]
@@ -93,9 +133,10 @@ hw = {
             "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
             "%.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two nodes of 2 ranks (tools/two_nodes.sh, "
             "one busy thread per rank), ring all-gather fitted: tc tbf 1gbit (inter_node) %.3f GB/s bus, %.0f us per hop; "
-            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us"
+            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; two 2-rank groups at once (one busy thread per "
+            "rank), ring all-gather fitted (intra_node_oversubscribed): %.3f GB/s bus, %.0f us per hop"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
-               veth_gbps, veth_us),
+               veth_gbps, veth_us, pair_gbps, pair_us),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
@@ -105,6 +146,7 @@ hw = {
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
+  "intra_node_oversubscribed": {"bandwidth_gbps": pair_gbps, "latency_us": pair_us, "efficiency": 1.0},
   "comm_cpu_gbps": bus,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "allreduce_algorithm": "ring",
@@ -129,12 +171,19 @@ M=8
 UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
 trap 'rm -rf "$REF"' EXIT
-for ((i = 0; i < UNITS; i++)); do
-  bazel-bin/tools/launcher --nproc-per-node 1 --master-port $((29650 + i)) -- bazel-bin/tools/train --width 256 \
-    --depth 4 --heads 4 --context 128 --microbatches $M --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 \
-    --profile >"$REF/run$i.txt" 2>&1 &
-done
-wait
+reference_runs() {  # N DIR: N concurrent 1-rank runs, their outputs in DIR
+  mkdir -p "$2"
+  for ((i = 0; i < $1; i++)); do
+    bazel-bin/tools/launcher --nproc-per-node 1 --master-port $((29650 + i)) -- bazel-bin/tools/train --width 256 \
+      --depth 4 --heads 4 --context 128 --microbatches $M --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 \
+      --profile >"$2/run$i.txt" 2>&1 &
+  done
+  wait
+}
+reference_runs "$UNITS" "$REF"
+# Twice as many at once: how much slower a core computes while ranks outnumber cores.
+reference_runs $((2 * UNITS)) "$REF/over"
+over="$(cat "$REF"/over/run*.txt | grep -oP '(?<=PROFILE ).*')"
 run1="$(cat "$REF"/run*.txt)"
 tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' |
   awk '{ s += $1 } END { print s / NR }')"
@@ -144,27 +193,39 @@ profile="$(grep -oP '(?<=PROFILE ).*' <<<"$run1")"
 idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
           $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/run0.txt") ))"
 pred="$(bazel-bin/tools/plan "${GPT[@]}" --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch 4)"
-python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$profile" "$pred" <<'PY'
+python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$profile" "$pred" "$over" <<'PY'
 import json, re, sys
-out, measured, idle, params, m, profile, pred = sys.argv[1:]
+out, measured, idle, params, m, profile, pred, over = sys.argv[1:]
 measured, params, m = float(measured), float(params), int(m)
-runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in profile.splitlines()]
-prof = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}  # the mean of the concurrent runs
+def mean_profile(text):  # the mean of concurrent runs' PROFILE lines
+    runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in text.splitlines()]
+    return {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
+def compute_s(prof):  # forward + backward seconds per step
+    parts = ("forward", "backward", "backward_input", "backward_weight", "recompute")
+    return prof["step_s"] * sum(prof[k] for k in parts) / 100
+prof = mean_profile(profile)
 p = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", pred)}
 step = prof["step_s"]
-compute = step * sum(prof[k] for k in ("forward", "backward", "backward_input", "backward_weight", "recompute")) / 100
+compute = compute_s(prof)
+# Twice the ranks on the same cores: each has half a core, so its compute would take twice as long.
+oversubscribed = max(1.0, compute_s(mean_profile(over)) / (2 * compute))
 hw = json.load(open(out))
 hw["idle_rss_mb"] = float(idle)  # not read by the planner: the local validation's RSS offset
 hw["compute_overhead"] = round(compute / p["compute_s"], 4)
+hw["oversubscribed_compute_factor"] = round(oversubscribed, 4)
 hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
 hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
 hw["source"] += ("; from %d concurrent 1-rank runs (mean %.0f tokens/s, step %.4f s): compute_overhead %.3f = "
                  "their forward + backward %.4f s over the cost model's %.4f s, optimizer %.1f Mparam/s, gradient "
-                 "bookkeeping %.3f ns per parameter per micro-batch"
-                 % (len(runs), measured, step, hw["compute_overhead"], compute, p["compute_s"],
-                    hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"]))
+                 "bookkeeping %.3f ns per parameter per micro-batch; twice as many runs at once: compute %.3f times "
+                 "slower per core (oversubscribed_compute_factor)"
+                 % (len(profile.splitlines()), measured, step, hw["compute_overhead"], compute, p["compute_s"],
+                    hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
 json.dump(hw, open(out, "w"), indent=2)
 print("calibrate: compute_overhead %.3f, optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns/param/micro-batch "
       "(mean of %d concurrent 1-rank GPT runs, step %.4f s)" % (hw["compute_overhead"], hw["optimizer_mparams_per_s"],
-                                                              hw["grad_handling_ns_per_param"], len(runs), step))
+                                                              hw["grad_handling_ns_per_param"],
+                                                              len(profile.splitlines()), step))
+print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (oversubscribed,
+                                                                           len(over.splitlines()), hw["shared_compute_units"]))
 PY

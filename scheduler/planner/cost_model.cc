@@ -95,12 +95,11 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
                            ? 2 * (CollectiveSeconds(hw, CollectiveKind::kAllGather, act, o.tp, o.tp) +
                                   CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp))
                            : 2 * CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
-    c.forward_s += fwd;
-    c.backward_input_s += fwd;
+    c.tp_forward_s = fwd;
     c.tp_comm_s = 2 * fwd;
   }
-  c.forward_s *= o.compute_scale;
-  c.backward_input_s *= o.compute_scale;
+  c.forward_s = c.forward_s * o.compute_scale + c.tp_forward_s;
+  c.backward_input_s = c.backward_input_s * o.compute_scale + c.tp_forward_s;
   c.backward_weight_s *= o.compute_scale;
   c.backward_weight_s += m.LayerParameters() / t * hw.grad_handling_s_per_param * o.share;
   return c;
@@ -114,8 +113,7 @@ ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeO
   const double act = static_cast<double>(o.micro_batch) * m.seq * m.hidden * hw.value_bytes;
   c.forward_s = o.sequence_parallel ? CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp)
                                     : CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
-  c.tp_comm_s = c.forward_s;
-  c.forward_s *= o.compute_scale;
+  c.tp_comm_s = c.tp_forward_s = c.forward_s;
   return c;
 }
 
@@ -140,12 +138,13 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
     comm_b = o.sequence_parallel ? CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp)
                                  : CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
   }
-  c.forward_s = (f + ew + comm_f) * o.compute_scale;
-  c.backward_input_s = (di + ew + comm_b) * o.compute_scale;
+  c.forward_s = (f + ew) * o.compute_scale + comm_f;
+  c.backward_input_s = (di + ew) * o.compute_scale + comm_b;
   c.backward_weight_s = dw * o.compute_scale + m.vocab * k / t * hw.grad_handling_s_per_param * o.share;
   c.matmul_s = f + di + dw;
   c.elementwise_s = 2 * ew;
   c.tp_comm_s = comm_f + comm_b;
+  c.tp_forward_s = comm_f;
   return c;
 }
 

@@ -62,7 +62,10 @@ struct ActionCost {
   double matmul_s = 0;           // of the above, forward + backward
   double attention_s = 0;
   double elementwise_s = 0;
+  // Tensor-parallel collectives (blocking, not scaled by compute_scale): in forward_s and
+  // backward_input_s, tp_forward_s of them in the forward.
   double tp_comm_s = 0;
+  double tp_forward_s = 0;
   double Backward() const { return backward_input_s + backward_weight_s; }
 };
 

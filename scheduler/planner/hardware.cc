@@ -97,6 +97,10 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.reserved_bytes = r.Number("memory.reserved_gb", 0, 1e6) * 1e9;
   h.intra = ReadLink(r, "intra_node");
   h.inter = ReadLink(r, "inter_node");
+  if (r.Has("intra_node_oversubscribed")) h.intra_oversubscribed = ReadLink(r, "intra_node_oversubscribed");
+  if (r.Has("oversubscribed_compute_factor")) {
+    h.oversubscribed_compute_factor = r.Number("oversubscribed_compute_factor", 1, 100);
+  }
   if (r.Has("comm_cpu_gbps")) h.comm_cpu_bytes_per_s = r.Number("comm_cpu_gbps", 1e-6, 1e6) * 1e9;
   h.allreduce_algorithm = r.String("allreduce_algorithm", "auto");
   if (h.allreduce_algorithm != "ring" && h.allreduce_algorithm != "tree" && h.allreduce_algorithm != "auto") {

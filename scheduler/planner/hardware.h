@@ -26,6 +26,13 @@
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
 //   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together (on a
 //                                CPU box: measured while every core computes, as in training)
+//   intra_node_oversubscribed {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the
+//                                intra-node link as a blocking collective sees it while the box's
+//                                ranks outnumber its cores (two 2-rank groups at once with a busy
+//                                thread each: the partner must be scheduled before it answers);
+//                                tensor-parallel and step-end collectives use it there
+//   oversubscribed_compute_factor optional, CPU boxes, default 1: how much slower a core's compute
+//                                runs while twice as many ranks as cores compute (switching, caches)
 //   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
 //                                transport (an unloaded loopback ring, one rank per core); sets the
 //                                compute a rank loses per byte it communicates. Default: intra_node
@@ -70,6 +77,8 @@ struct Hardware {
   double reserved_bytes = 0;
   LinkSpec intra;
   LinkSpec inter;  // per node
+  LinkSpec intra_oversubscribed;  // bytes_per_s 0: none (intra is used)
+  double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
   std::string allreduce_algorithm = "auto";

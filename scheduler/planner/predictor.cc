@@ -53,7 +53,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     // Replicated tensors' partial gradients (cost_model.h, kReplicatedTensorsPerLayer), per stage
     // its layers' and the final norm's two.
     const double tensors = kReplicatedTensorsPerLayer * std::ceil(static_cast<double>(m.layers) / l.pp) + 2;
-    reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp) * share;
+    reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp);
   }
   const double stepped = own / (l.zero1 ? l.dp : 1);
   const double optim =
@@ -96,44 +96,63 @@ namespace {
 // The simulator's cost model with the pieces Predict also reports, computed once.
 struct CostParts {
   scheduler::CostModel model;
-  ActionCost layer;       // one layer, one micro-batch (compute share applied)
+  ActionCost layer;       // one layer, one micro-batch, at a whole compute unit
   double reduce_s = 0;    // step-end reduction across replicas
   double optimizer_s = 0;
 };
 
+// The description with the intra-node link blocking collectives and receives see: on a CPU box
+// whose ranks outnumber its cores, the measured oversubscribed link (a partner must be scheduled
+// to answer). Prefetched gathers and reductions keep the unloaded link: no one waits on their hops.
+Hardware BlockingLinks(const Hardware& hw, int devices_on_box) {
+  Hardware b = hw;
+  if (hw.shared_compute_units > 0 && devices_on_box > hw.shared_compute_units && hw.intra_oversubscribed.bytes_per_s > 0) {
+    b.intra = hw.intra_oversubscribed;
+  }
+  return b;
+}
+
 CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
   const int g = hw.devices_per_node;
+  const Hardware blocking = BlockingLinks(hw, devices_on_box);
+  // Each action is costed at a whole compute unit; on a CPU box whose ranks outnumber its cores
+  // the simulator shares the cores among the ranks computing at each moment.
   ComputeOptions co;
   co.tp = l.tp;
   co.sequence_parallel = l.sequence_parallel;
   co.micro_batch = l.micro_batch;
-  co.share = ComputeShare(hw, devices_on_box);
-  co.compute_scale = co.share * hw.compute_overhead;
-  const ActionCost layer = LayerCost(m, hw, co);
-  const ActionCost head = HeadCost(m, hw, co);
-  const ActionCost embed = EmbeddingCost(m, hw, co);
+  co.compute_scale = hw.compute_overhead;
+  const ActionCost layer = LayerCost(m, blocking, co);
+  const ActionCost head = HeadCost(m, blocking, co);
+  const ActionCost embed = EmbeddingCost(m, blocking, co);
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
   scheduler::CostModel c;
   c.forward_s = layers_per_stage * layer.forward_s;
   c.backward_input_s = layers_per_stage * layer.backward_input_s;
   c.backward_weight_s = layers_per_stage * layer.backward_weight_s;
   c.backward_s = c.backward_input_s + c.backward_weight_s;
+  c.forward_wait_s = layers_per_stage * layer.tp_forward_s;
+  c.backward_input_wait_s = layers_per_stage * (layer.tp_comm_s - layer.tp_forward_s);
   const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
   c.virtual_stage_extra.assign(chunks.size(), {});
   for (const ChunkShape& k : chunks) {
     c.chunk_compute_share.push_back(k.layers / layers_per_stage);
     c.chunk_param_bytes.push_back(k.params * hw.value_bytes);
   }
-  c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s};
-  c.virtual_stage_extra.back().forward_s += head.forward_s;
-  c.virtual_stage_extra.back().backward_input_s += head.backward_input_s;
-  c.virtual_stage_extra.back().backward_weight_s += head.backward_weight_s;
+  c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s,
+                                   embed.tp_forward_s, embed.tp_comm_s - embed.tp_forward_s};
+  scheduler::CostModel::StageExtra& last = c.virtual_stage_extra.back();
+  last.forward_s += head.forward_s;
+  last.backward_input_s += head.backward_input_s;
+  last.backward_weight_s += head.backward_weight_s;
+  last.forward_wait_s += head.tp_forward_s;
+  last.backward_input_wait_s += head.tp_comm_s - head.tp_forward_s;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
-  // Neighbouring stages are `stride` ranks apart.
+  // Neighbouring stages are `stride` ranks apart; a receive is waited for (blocking).
   const int stride = l.design == Design::k3D ? (l.dp_outer ? l.tp : l.tp * l.dp) : l.zero;
   const bool same_node = stride * l.pp <= g;
-  c.inter = same_node ? scheduler::Link{hw.intra.latency_s, hw.intra.Effective()}
+  c.inter = same_node ? scheduler::Link{blocking.intra.latency_s, blocking.intra.Effective()}
                       : scheduler::Link{hw.inter.latency_s, hw.inter.Effective() / g};
   if (l.design != Design::k3D) {
     double stage = 0;
@@ -147,9 +166,18 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
   }
   // On a CPU box the transport's copies run on the compute cores: the unloaded loopback bus
-  // bandwidth the calibration measured is what one core copies, and a rank holds 1/share of a core.
-  if (hw.shared_compute_units > 0) c.comm_cpu_s_per_byte = co.share / hw.CommCpuBytesPerSecond();
-  const auto tail = StepTail(m, l, hw, co.share);
+  // bandwidth the calibration measured is what one core copies.
+  const double share = ComputeShare(hw, devices_on_box);
+  if (hw.shared_compute_units > 0) {
+    c.comm_cpu_s_per_byte = 1 / hw.CommCpuBytesPerSecond();
+    if (share > 1) {
+      c.shared_cores = hw.shared_compute_units;
+      c.ranks_per_simulated_rank = std::max(1, devices_on_box / l.pp);
+      c.shared_slowdown = hw.oversubscribed_compute_factor;
+    }
+  }
+  // Every rank reduces and steps at once: the tail runs at its share of a core.
+  const auto tail = StepTail(m, l, blocking, share);
   c.optimizer_s = tail.first + tail.second;
   return {c, layer, tail.first, tail.second};
 }
