@@ -21,8 +21,8 @@
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
 #     reductions, pipeline sends) run beside compute;
 #   - blocking collectives inside the box while its ranks outnumber its cores (the 3D runs' tensor-
-#     parallel pairs): two 2-rank groups at once, one busy thread per rank, fitted the same way
-#     (intra_node_oversubscribed);
+#     parallel pairs, a pipeline's receives): two 2-rank groups at once, one busy thread per rank,
+#     5 sweeps each, fitted the same way (intra_node_oversubscribed);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
@@ -221,7 +221,9 @@ hw["source"] += ("; from %d concurrent 1-rank runs (mean %.0f tokens/s, step %.4
                  "slower per core (oversubscribed_compute_factor)"
                  % (len(profile.splitlines()), measured, step, hw["compute_overhead"], compute, p["compute_s"],
                     hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
-json.dump(hw, open(out, "w"), indent=2)
+with open(out, "w") as f:
+    json.dump(hw, f, indent=2)
+    f.write("\n")
 print("calibrate: compute_overhead %.3f, optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns/param/micro-batch "
       "(mean of %d concurrent 1-rank GPT runs, step %.4f s)" % (hw["compute_overhead"], hw["optimizer_mparams_per_s"],
                                                               hw["grad_handling_ns_per_param"],

@@ -30,7 +30,8 @@
 //                                intra-node link as a blocking collective sees it while the box's
 //                                ranks outnumber its cores (two 2-rank groups at once with a busy
 //                                thread each: the partner must be scheduled before it answers);
-//                                tensor-parallel and step-end collectives use it there
+//                                tensor-parallel collectives, same-node pipeline receives and
+//                                step-end collectives use it there (prefetched gathers do not)
 //   oversubscribed_compute_factor optional, CPU boxes, default 1: how much slower a core's compute
 //                                runs while twice as many ranks as cores compute (switching, caches)
 //   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
