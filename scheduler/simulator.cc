@@ -29,7 +29,9 @@ struct Work {
   bool after_comm = false;   // waits for the comm stream to drain (the optimizer step)
   bool shared = true;        // shares the box's cores (false: a blocking wait, or the step tail)
   bool traced = true;
-  double whole_s = 0;        // a wait closing a computation: the computation's time, for its trace
+  // A computation with blocking collectives runs as two works: its compute, then the wait (no
+  // core), traced together as one event when the wait ends.
+  enum class Part { kWhole, kCompute, kWait } part = Part::kWhole;
 };
 
 }  // namespace
@@ -93,12 +95,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         x.queue.push_back(w);
         return;
       }
-      w.traced = false;  // one trace event for the whole computation, on the wait below
+      w.part = Work::Part::kCompute;
       Work blocked;
       blocked.label = w.label;
       blocked.seconds = wait;
       blocked.shared = false;
-      blocked.whole_s = total;
+      blocked.part = Work::Part::kWait;
       x.queue.push_back(w);
       x.queue.push_back(blocked);
     };
@@ -253,14 +255,19 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         continue;
       }
       const Work& w = x.queue.front();
-      if (w.shared) x.busy += next - x.start;
-      if (w.whole_s > 0) {
-        x.busy += next - x.start;  // busy: the computation, its blocking collectives included
-        res.events.push_back({r, w.label, "compute", x.computation_start, next});
-      } else if (w.traced) {
-        res.events.push_back({r, w.label, "compute", x.start, next});
+      // busy: computations, their blocking collectives included (not the step tail).
+      if (w.shared || w.part == Work::Part::kWait) x.busy += next - x.start;
+      switch (w.part) {
+        case Work::Part::kWhole:
+          if (w.traced) res.events.push_back({r, w.label, "compute", x.start, next});
+          break;
+        case Work::Part::kCompute:
+          x.computation_start = x.start;
+          break;
+        case Work::Part::kWait:
+          res.events.push_back({r, w.label, "compute", x.computation_start, next});
+          break;
       }
-      if (!w.traced && w.whole_s == 0) x.computation_start = x.start;
       x.t = next;
       x.running = false;
       x.queue.pop_front();

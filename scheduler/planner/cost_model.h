@@ -50,8 +50,11 @@ struct ComputeOptions {
   int tp = 1;
   bool sequence_parallel = false;
   int micro_batch = 1;
-  double compute_scale = 1;  // > 1 when ranks share compute units (CPU box), times compute_overhead
-  double share = 1;          // the sharing part of compute_scale alone
+  // Factor on compute times: compute_overhead (the predictor costs each action at a whole compute
+  // unit; on a CPU box the simulator shares the cores). share: a fixed share of a unit per rank,
+  // for the gradient bookkeeping term (1 in the predictor).
+  double compute_scale = 1;
+  double share = 1;
 };
 
 // One micro-batch through one layer (or the LM head and loss), split as the simulator needs it.
