@@ -47,9 +47,9 @@ def hardware(hw_path):
 VS3D = {  # bench row -> planner layout flags (global batch 32, 8 micro-batches)
     "zero3_z4": "--design zero3 --zero 4 --micro-batch 1",
     "fsdp_in_pp_1f1b_u1": "--design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --micro-batch 2",
-    "zeropp_pp2_z2_u2": "--design zeropp --pp 2 --zero 2 --v 2 --u 2 --micro-batch 2 --recompute",
-    "zeropp_pp2_z2_u4": "--design zeropp --pp 2 --zero 2 --v 2 --u 4 --micro-batch 2 --recompute",
-    "zeropp_pp2_z2_u8": "--design zeropp --pp 2 --zero 2 --v 2 --u 8 --micro-batch 2 --recompute",
+    "zeropp_pp2_z2_u2": "--design zeropp --pp 2 --zero 2 --v 1 --u 2 --micro-batch 2 --recompute",
+    "zeropp_pp2_z2_u4": "--design zeropp --pp 2 --zero 2 --v 1 --u 4 --micro-batch 2 --recompute",
+    "zeropp_pp2_z2_u8": "--design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 --recompute",
     # zeropp's engine runs these (tools/train): its rank order puts the replicas outermost.
     "pp2_dp2": "--design 3d --pp 2 --dp 2 --dp-outer --micro-batch 2",
     "pp2_dp2_zero1": "--design 3d --pp 2 --dp 2 --zero1 --dp-outer --micro-batch 2",

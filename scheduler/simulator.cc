@@ -34,6 +34,19 @@ struct Work {
   enum class Part { kWhole, kCompute, kWait } part = Part::kWhole;
 };
 
+// Whether the gather at actions[at] is waited on at once: the next computation in the program is
+// of the gathered chunk (no computation stands between them to overlap).
+bool WaitedAtOnce(const std::vector<Action>& actions, size_t at) {
+  for (size_t i = at + 1; i < actions.size(); ++i) {
+    const ActionKind k = actions[i].kind;
+    if (k == ActionKind::kForward || k == ActionKind::kBackward || k == ActionKind::kBackwardInput ||
+        k == ActionKind::kBackwardWeight) {
+      return actions[i].chunk == actions[at].chunk;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string SimResult::ChromeTraceJson() const { return scheduler::ChromeTraceJson(events); }
@@ -127,11 +140,13 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       return x.comm_t;
     };
     switch (a.kind) {
-      case ActionKind::kGather:
+      case ActionKind::kGather: {
+        const Link& link = cost.has_intra_blocking && WaitedAtOnce(s.ranks[r], x.pc) ? cost.intra_blocking : cost.intra;
         x.gather_ready[a.chunk] = on_comm(
-            cost.zero > 1 ? cost.intra.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
+            cost.zero > 1 ? link.Time(gather_bytes) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
             &x.gather_bytes, gather_bytes);
         break;
+      }
       case ActionKind::kReduceGrad:
         on_comm(cost.intra.Time(gather_bytes), &x.reduce_bytes, gather_bytes);
         break;

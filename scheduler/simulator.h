@@ -62,6 +62,11 @@ struct CostModel {
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype
   int zero = 1;                     // ranks sharing a stage (ZeRO-3 group)
   Link intra;                       // inside a stage (gathers, reduce-scatters)
+  // A gather the rank waits on at once (the next computation in its program is the gathered
+  // chunk's, as a per-micro-batch gather): a blocking collective, on this link when it is set
+  // (a CPU box whose ranks outnumber its cores); otherwise on `intra`.
+  Link intra_blocking;
+  bool has_intra_blocking = false;
   // A gather also writes the whole chunk into its unsharded buffer (with zero=1 the shard is the
   // full buffer and a gather costs nothing, as in FlatParam).
   double copy_bytes_per_s = 1e300;

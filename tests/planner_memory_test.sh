@@ -35,7 +35,7 @@ check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS"
 check zero3_z4 "--pp 1 --zero 4" "--design zero3 --zero 4"
 check hsdp_z2_dp2 "--pp 1 --zero 2 --dp 2" "--design zero3 --zero 2 --dp 2"
 check fsdp_in_pp "--pp 2 --zero 2 --schedule 1f1b" "--design pipe-fsdp --schedule 1f1b --pp 2 --zero 2"
-check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design zeropp --pp 2 --zero 2 --v 2 --u 2"
+check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design zeropp --pp 2 --zero 2 --v 1 --u 2"
 check pp2_dp2_zero1 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule 1f1b" "--design 3d --pp 2 --dp 2 --zero1"
 check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
 

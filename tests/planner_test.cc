@@ -202,6 +202,32 @@ TEST(CostModel, MeasuredOptimizerRateAndGradientBookkeeping) {
   EXPECT_NEAR(head.backward_weight_s - head_plain.backward_weight_s, 128.0 * 64 * 0.5e-9 * 2, 1e-15);
 }
 
+// Eager execution's fixed cost per layer per micro-batch (./zpp calibrate fits it beside
+// compute_overhead): a third each in F, Bi and W of every layer, whatever its size, not scaled by
+// compute_overhead; the LM head pays none.
+TEST(CostModel, FixedLayerOverheadSplitsAcrossForwardAndBothBackwards) {
+  std::string text = kHw;
+  text.replace(text.find("\"allreduce_algorithm\""), 0, "\"layer_overhead_us\": 300, \"compute_overhead\": 1.5, ");
+  const Hardware h = ParseHardware(text, "overhead");
+  EXPECT_DOUBLE_EQ(h.layer_overhead_s, 300e-6);
+  std::string plain_text = kHw;
+  plain_text.replace(plain_text.find("\"allreduce_algorithm\""), 0, "\"compute_overhead\": 1.5, ");
+  const Hardware plain = ParseHardware(plain_text, "plain");
+  const ModelShape m = Small();
+  for (int b : {1, 8}) {
+    ComputeOptions o;
+    o.micro_batch = b;
+    o.compute_scale = h.compute_overhead;
+    const ActionCost with = LayerCost(m, h, o), without = LayerCost(m, plain, o);
+    EXPECT_NEAR(with.forward_s - without.forward_s, 100e-6, 1e-15);
+    EXPECT_NEAR(with.backward_input_s - without.backward_input_s, 100e-6, 1e-15);
+    EXPECT_NEAR(with.backward_weight_s - without.backward_weight_s, 100e-6, 1e-15);
+    EXPECT_DOUBLE_EQ(HeadCost(m, h, o).forward_s, HeadCost(m, plain, o).forward_s);
+  }
+  text.replace(text.find("300"), 3, "-1");
+  EXPECT_THROW(ParseHardware(text, "negative"), std::invalid_argument);
+}
+
 TEST(MemoryModel, ActivationAndStateFormulas) {
   const Hardware h = Toy();
   const ModelShape m = Small();
@@ -301,6 +327,34 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   const double at_end = g + d1 + d0 + 3 * ka + lg;  // C2's reduction has landed
   EXPECT_DOUBLE_EQ(t.unsharded + t.activations + t.working, std::max({at_b20, at_b10, at_b00, at_end}));
   EXPECT_GT(at_end, std::max({at_b20, at_b10, at_b00}));  // so the cap is what this checks
+}
+
+// A chunk that keeps its activations and splits its backward holds only W's inputs and output
+// gradients after Bi (the executor frees the rest of its graph), and the first virtual stage's Bi
+// is its whole backward: nothing is left to its W. Replayed by hand: C0, C1 gathered, A a chunk's
+// stash, Wh chunk 1's W hold, L the logits.
+TEST(MemoryModel, SplitBackwardOfAKeptChunkHoldsOnlyWhatWReads) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kPipeFsdp;
+  l.pp = 1, l.v = 2;
+  l.zero = 2, l.micro_batch = 2;
+  const scheduler::Schedule s = scheduler::Schedule::Parse(
+      "schedule t pp=1 v=2 m=1 u=0\n"
+      "rank 0: G0 G1 F0.0 F1.0 Bi1.0 Bi0.0 W0.0 W1.0 RS1 RS0 X0 X1 OPT\n");
+  const double vb = h.value_bytes, table = 128.0 * 64;
+  const double c0 = vb * (2 * m.LayerParameters() + m.EmbeddingParameters());
+  const double c1 = vb * (2 * m.LayerParameters() + table);
+  const double a = 2 * LayerActivationBytes(m, l, h.value_bytes);
+  const double wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes), lg = 32.0 * 2 * 128 * (vb + 4);
+  ASSERT_LT(wh, a);  // so a hold that kept the stash too would show
+  // Bi1.0 (C1's gradient, both stashes, the logits); Bi0.0 (C0's gradient, chunk 0's stash, Wh).
+  const double bi1 = c0 + 2 * c1 + 2 * a + lg, bi0 = 2 * c0 + 2 * c1 + a + wh;
+  const MemoryBreakdown b = EstimateRankMemory(m, l, h, s, 0);
+  EXPECT_DOUBLE_EQ(b.unsharded + b.activations + b.working, std::max(bi1, bi0));
+  // Keeping chunk 1's stash to its W would have made Bi0.0 the peak, larger by A.
+  EXPECT_GT(2 * c0 + 2 * c1 + 2 * a + wh, bi1);
 }
 
 TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {

@@ -157,6 +157,32 @@ TEST(SimulatorTest, BlockingWaitsInsideComputationsTakeNoCore) {
   EXPECT_EQ(forwards, 1);
 }
 
+// A gather whose chunk the very next computation needs is waited on at once: it runs on the
+// blocking link when one is set; a gather with a computation between it and its use (prefetched)
+// keeps the unloaded link. By hand, one rank, zero 2, two chunks of 2 MB (1 MB moved each).
+TEST(SimulatorTest, GathersWaitedOnAtOnceUseTheBlockingLink) {
+  const Schedule at_once = Schedule::Parse(
+      "schedule t pp=1 v=2 m=1 u=0\n"
+      "rank 0: G0 F0.0 X0 G1 F1.0 B1.0 X1 G0 B0.0 X0 OPT\n");
+  const Schedule prefetched = Schedule::Parse(
+      "schedule t pp=1 v=2 m=1 u=0\n"
+      "rank 0: G0 G1 F0.0 F1.0 B1.0 X1 B0.0 X0 OPT\n");
+  CostModel c;
+  c.forward_s = 2, c.backward_s = 4, c.backward_input_s = 2, c.backward_weight_s = 2;
+  c.zero = 2;
+  c.stage_param_bytes = 4e6;
+  c.intra = {0.1, 1e6};           // 1 MB: 1.1 s
+  c.intra_blocking = {0.5, 2.5e5};  // 1 MB: 4.5 s
+  // Chunk compute 1 s forward, 2 s backward. At once: G0 F G1 F B G0 B, each gather exposed.
+  EXPECT_DOUBLE_EQ(Simulate(at_once, c).step_s, 3 * 1.1 + 2 * 1 + 2 * 2);
+  c.has_intra_blocking = true;
+  EXPECT_DOUBLE_EQ(Simulate(at_once, c).step_s, 3 * 4.5 + 2 * 1 + 2 * 2);
+  // Prefetched: G0 is still waited on at once (F0.0 is next: blocking, ready at 4.5 s); G1, issued
+  // behind it with F0.0 between it and its use, takes the unloaded link (ready at 5.6 s), so F1.0
+  // starts at 5.6 s and the backwards follow.
+  EXPECT_DOUBLE_EQ(Simulate(prefetched, c).step_s, 4.5 + 1.1 + 1 + 2 * 2);
+}
+
 TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
   SimResult r = Simulate(OneFOneB(2, 2), Uniform());
   std::string json = r.ChromeTraceJson();

@@ -9,11 +9,12 @@
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
 #   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
-#     per core at once (the box as busy as a multi-rank run leaves it):
-#     compute_overhead (its forward + backward time over the cost model's: eager-mode costs
-#     shapes cannot see), the optimizer's rate, and the executor's gradient bookkeeping per
-#     parameter per micro-batch; then twice as many such runs at once (oversubscribed_compute_factor:
-#     how much slower a core computes while ranks outnumber cores);
+#     per core at once (the box as busy as a multi-rank run leaves it), at three micro-batch shapes:
+#     compute_overhead and layer_overhead_us (their forward + backward times fitted as a factor on
+#     the cost model's + a fixed cost per layer per micro-batch: eager-mode costs shapes cannot
+#     see), the optimizer's rate, and the executor's gradient bookkeeping per parameter per
+#     micro-batch; then twice as many such runs at once (oversubscribed_compute_factor: how much
+#     slower a core computes while ranks outnumber cores);
 #   - the two-node links the local benches run over (tools/two_nodes.sh: 2 ranks per network
 #     namespace, 4 in all, joined by a veth pair): shaped (tc tbf 1gbit, inter_node) and unshaped
 #     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
@@ -159,75 +160,96 @@ with open(out, "w") as f:
 print("calibrate: wrote", out)
 print(hw["source"])
 PY
-# The executor's costs that shapes miss, from one reference layout: 1-rank runs of the zeropp-vs-3d
-# GPT with --profile (no communication), one per core at once, so that each sees the box as busy
-# as a multi-rank run leaves it (alone, a rank runs ~9% faster here: shared caches and memory).
-# Their mean profile splits the step into forward + backward (compute_overhead: their time over the
-# cost model's), the optimizer (optimizer_mparams_per_s) and the executor's per-chunk gradient
-# bookkeeping (grad_handling_ns_per_param, per parameter per micro-batch). The planner is then
-# checked on layouts it was not calibrated on (./zpp bench planner-local).
-GPT=(--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --global-batch 32)
+# The executor's costs that shapes miss: 1-rank runs of the zeropp-vs-3d GPT with --profile (no
+# communication), one per core at once, so that each sees the box as busy as a multi-rank run leaves
+# it (alone, a rank runs ~9% faster here: shared caches and memory), at three micro-batch shapes
+# (512, 128 and 256 tokens). Their forward + backward times are fitted, least squares on relative
+# error, as compute_overhead x the cost model's time + layer_overhead_us per layer per micro-batch
+# (eager-mode costs shapes cannot see: a factor on the work and a fixed cost per layer call). The
+# first shape's profile also gives the optimizer (optimizer_mparams_per_s) and the executor's
+# per-chunk gradient bookkeeping (grad_handling_ns_per_param, per parameter per micro-batch). The
+# planner is then checked on layouts it was not calibrated on (./zpp bench planner-local).
 M=8
+DEPTH=4
+SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch
 UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
 trap 'rm -rf "$REF"' EXIT
-reference_runs() {  # N DIR: N concurrent 1-rank runs, their outputs in DIR
+reference_runs() {  # N DIR CONTEXT MICRO_BATCH: N concurrent 1-rank runs, their outputs in DIR
   mkdir -p "$2"
   for ((i = 0; i < $1; i++)); do
     bazel-bin/tools/launcher --nproc-per-node 1 --master-port $((29650 + i)) -- bazel-bin/tools/train --width 256 \
-      --depth 4 --heads 4 --context 128 --microbatches $M --micro-batch 4 --steps 8 --bench-warmup 3 --log-every 1000 \
-      --profile >"$2/run$i.txt" 2>&1 &
+      --depth $DEPTH --heads 4 --context "$3" --microbatches $M --micro-batch "$4" --steps 8 --bench-warmup 3 \
+      --log-every 1000 --profile >"$2/run$i.txt" 2>&1 &
   done
   wait
 }
-reference_runs "$UNITS" "$REF"
+fit_rows=""  # per shape: the cost model's forward + backward seconds per step | the runs' PROFILE lines
+for k in "${!SHAPES[@]}"; do
+  read -r ctx mb <<<"${SHAPES[$k]}"
+  reference_runs "$UNITS" "$REF/shape$k" "$ctx" "$mb"
+  pred="$(bazel-bin/tools/plan --hidden 256 --layers $DEPTH --heads 4 --vocab 256 --seq "$ctx" --no-flash \
+    --global-batch $((M * mb)) --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch "$mb")"
+  fit_rows+="$(grep -oP '(?<= compute_s=)[0-9.]+' <<<"$pred")|$(cat "$REF/shape$k"/run*.txt | grep -oP '(?<=PROFILE ).*' |
+    paste -sd ';')"$'\n'
+done
 # Twice as many at once: how much slower a core computes while ranks outnumber cores.
-reference_runs $((2 * UNITS)) "$REF/over"
+reference_runs $((2 * UNITS)) "$REF/over" 128 4
 over="$(cat "$REF"/over/run*.txt | grep -oP '(?<=PROFILE ).*')"
-run1="$(cat "$REF"/run*.txt)"
+run1="$(cat "$REF"/shape0/run*.txt)"
 tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' |
   awk '{ s += $1 } END { print s / NR }')"
 params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
-profile="$(grep -oP '(?<=PROFILE ).*' <<<"$run1")"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
-idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
-          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/run0.txt") ))"
-pred="$(bazel-bin/tools/plan "${GPT[@]}" --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch 4)"
-python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$profile" "$pred" "$over" <<'PY'
+idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
+          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0/run0.txt") ))"
+python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$DEPTH" "$fit_rows" "$over" <<'PY'
 import json, re, sys
-out, measured, idle, params, m, profile, pred, over = sys.argv[1:]
-measured, params, m = float(measured), float(params), int(m)
+out, measured, idle, params, m, depth, fit_rows, over = sys.argv[1:]
+measured, params, m, depth = float(measured), float(params), int(m), int(depth)
 def mean_profile(text):  # the mean of concurrent runs' PROFILE lines
-    runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in text.splitlines()]
+    runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in re.split(r"[;\n]", text) if line]
     return {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
 def compute_s(prof):  # forward + backward seconds per step
     parts = ("forward", "backward", "backward_input", "backward_weight", "recompute")
     return prof["step_s"] * sum(prof[k] for k in parts) / 100
-prof = mean_profile(profile)
-p = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", pred)}
+shapes = []  # (the cost model's seconds, layer calls per step, measured seconds)
+for row in fit_rows.strip().splitlines():
+    model_s, profiles = row.split("|")
+    shapes.append((float(model_s), depth * m, compute_s(mean_profile(profiles))))
+# measured = factor * model + fixed * calls, least squares on relative error (closed form).
+x = [(p / y, n / y) for p, n, y in shapes]
+a11 = sum(u * u for u, _ in x); a12 = sum(u * v for u, v in x); a22 = sum(v * v for _, v in x)
+b1 = sum(u for u, _ in x); b2 = sum(v for _, v in x)
+det = a11 * a22 - a12 * a12
+factor, fixed = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+if fixed < 0:  # the factor alone
+    factor, fixed = b1 / a11, 0.0
+fit = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
+prof = mean_profile(fit_rows.splitlines()[0].split("|")[1])
 step = prof["step_s"]
-compute = compute_s(prof)
 # Twice the ranks on the same cores: each has half a core, so its compute would take twice as long.
-oversubscribed = max(1.0, compute_s(mean_profile(over)) / (2 * compute))
+oversubscribed = max(1.0, compute_s(mean_profile(over)) / (2 * shapes[0][2]))
 hw = json.load(open(out))
 hw["idle_rss_mb"] = float(idle)  # not read by the planner: the local validation's RSS offset
-hw["compute_overhead"] = round(compute / p["compute_s"], 4)
+hw["compute_overhead"] = round(factor, 4)
+hw["layer_overhead_us"] = round(fixed * 1e6, 1)
 hw["oversubscribed_compute_factor"] = round(oversubscribed, 4)
 hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
 hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
-hw["source"] += ("; from %d concurrent 1-rank runs (mean %.0f tokens/s, step %.4f s): compute_overhead %.3f = "
-                 "their forward + backward %.4f s over the cost model's %.4f s, optimizer %.1f Mparam/s, gradient "
-                 "bookkeeping %.3f ns per parameter per micro-batch; twice as many runs at once: compute %.3f times "
-                 "slower per core (oversubscribed_compute_factor)"
-                 % (len(profile.splitlines()), measured, step, hw["compute_overhead"], compute, p["compute_s"],
-                    hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
+hw["source"] += ("; from %d concurrent 1-rank runs at each of %d micro-batch shapes, forward + backward fitted as "
+                 "compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per micro-batch (%s); "
+                 "at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns "
+                 "per parameter per micro-batch; twice as many runs at once: compute %.3f times slower per core "
+                 "(oversubscribed_compute_factor)"
+                 % (len(fit_rows.splitlines()[0].split("|")[1].split(";")), len(shapes), factor, fixed * 1e6, fit,
+                    measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
 with open(out, "w") as f:
     json.dump(hw, f, indent=2)
     f.write("\n")
-print("calibrate: compute_overhead %.3f, optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns/param/micro-batch "
-      "(mean of %d concurrent 1-rank GPT runs, step %.4f s)" % (hw["compute_overhead"], hw["optimizer_mparams_per_s"],
-                                                              hw["grad_handling_ns_per_param"],
-                                                              len(profile.splitlines()), step))
+print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer %.1f Mparam/s, gradient bookkeeping "
+      "%.3f ns/param/micro-batch (first shape, step %.4f s)" % (factor, fixed * 1e6, fit, hw["optimizer_mparams_per_s"],
+                                                                hw["grad_handling_ns_per_param"], step))
 print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (oversubscribed,
                                                                            len(over.splitlines()), hw["shared_compute_units"]))
 PY

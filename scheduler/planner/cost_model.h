@@ -6,6 +6,8 @@
 // runs at attention_efficiency (flash: masked blocks skipped, backward 2.5x forward; dense: the
 // whole s x s product, backward 2x). Element-wise work (norms, residuals, activations, dropout,
 // softmax) costs the bytes it moves over memory bandwidth; the constants below count passes.
+// All of it is scaled by compute_overhead, and each layer adds the fixed layer_overhead_us per
+// micro-batch (a third each to F, Bi and W): eager execution's per-operator cost on a CPU box.
 // Tensor parallelism (Megatron): per layer, 2 all-reduces of the b*s*h activation in forward and
 // 2 in backward (with sequence parallelism: all-gathers and reduce-scatters of the same total),
 // on the critical path, inside F and Bi. The executor's gradient bookkeeping

@@ -14,6 +14,11 @@
 //                                CPU box by ./zpp calibrate (1-rank runs' forward + backward time
 //                                over the cost model's: eager-mode overhead shapes cannot see); 1
 //                                on GPUs
+//   layer_overhead_us            optional, default 0: fixed seconds (in us) one layer's forward +
+//                                backward of one micro-batch costs whatever its size: eager-mode
+//                                dispatch and autograd bookkeeping per operator. Fitted with
+//                                compute_overhead by ./zpp calibrate from 1-rank runs of several
+//                                shapes; 0 on GPUs
 //   optimizer_mparams_per_s      optional: one rank's measured AdamW step rate (parameters per
 //                                second / 1e6, gradient norm and clipping included); absent: the
 //                                memory-bound model of OptimizerSeconds
@@ -70,6 +75,7 @@ struct Hardware {
   double matmul_half_dim = 128;
   double attention_efficiency = 0.5;
   double compute_overhead = 1;
+  double layer_overhead_s = 0;
   double optimizer_params_per_s = 0;  // 0: memory-bound model
   double grad_handling_s_per_param = 0;
   double memory_bytes = 0;

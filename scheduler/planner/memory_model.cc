@@ -114,6 +114,7 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     return s.Recompute(r, c) ? recomputed_stash(c) : shape(c).layers * layer_act;
   };
   auto is_last_vstage = [&](int c) { return c * s.pp + r == stages - 1; };
+  auto first_vstage = [&](int c) { return c * s.pp + r == 0; };
   note(0);
   if (r < static_cast<int>(s.ranks.size())) {
     for (const scheduler::Action& a : s.ranks[r]) {
@@ -138,16 +139,16 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
           }
           double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) + (is_last_vstage(c) ? logits : 0.0);
           note(transient);
-          // Bi of a chunk that kept its activations leaves them to W (its graph is kept for the
-          // weight pass); a recomputed chunk's stash is only its input, done with at Bi.
-          if (a.kind == ActionKind::kBackward || s.Recompute(r, c)) stash -= stash_of(c);
-          if (a.kind == ActionKind::kBackwardInput) w += w_hold(c);
+          // After Bi only what W reads stays alive (split_backward.h frees every other saved
+          // tensor): the weight pass's inputs and output gradients. The first virtual stage's
+          // input needs no gradient, so its Bi is the whole backward and leaves nothing to W.
+          stash -= stash_of(c);
+          if (a.kind == ActionKind::kBackwardInput && !first_vstage(c)) w += w_hold(c);
           note(0);
           break;
         }
         case ActionKind::kBackwardWeight:
-          w -= w_hold(c);
-          if (!s.Recompute(r, c)) stash -= stash_of(c);
+          if (!first_vstage(c)) w -= w_hold(c);
           break;
         case ActionKind::kReduceGrad:
           if (!deferred[c] && accumulating[c]) {

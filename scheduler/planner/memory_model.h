@@ -12,15 +12,16 @@
 // Release (compute dtype); a chunk's unsharded gradient from its first backward to its
 // ReduceGrad, then in a reduction until it lands (at most 2 in flight, EngineOptions'
 // max_pending_reductions, taken as landing no sooner than that cap forces; a chunk with a tensor
-// tied across stages keeps it to the optimizer step); stashed activations from F to B (to W for a
-// chunk that keeps its activations and splits its backward: W uses its graph).
+// tied across stages keeps it to the optimizer step); stashed activations from F to B or Bi.
 // Activations per layer and micro-batch (Korthikanti et al. 2022), bytes at 2 B per value:
 // s*b*h*(10 + (8 + c_ffn*ffn/h)/t) with c_ffn = 4 (GeLU) or 6 (SwiGLU); sequence parallelism
 // divides the 10 by t too; dense attention adds 5*heads*s^2*b/t. A stash is that times the
 // chunk's layers, or for a chunk the schedule recomputes only inputs (3D: every layer's, as
 // Megatron's full recompute; ZeroPP: the chunk's). A decoupled W (zero-bubble
 // schedules, ZeroPP) keeps, from its Bi until it runs, each linear layer's saved input and output
-// gradient (LayerWeightPassBytes) times the chunk's layers. Transient, during one action: a
+// gradient (LayerWeightPassBytes) times the chunk's layers, and nothing else of the stash (the
+// executor frees every other saved tensor at Bi; the first virtual stage's Bi is its whole
+// backward and keeps nothing). Transient, during one action: a
 // recomputed chunk's activations in its backward, the last stage's logits (compute dtype + fp32
 // softmax). Plus send/receive buffers and reserved. The breakdown is of the peak moment.
 #pragma once

@@ -161,6 +161,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     c.zero = l.zero;
     const int rpn = RanksPerNode(l.zero, 1, g);
     c.intra = {(l.zero - 1) * HopLatency(hw, l.zero, rpn), BusBytesPerSecond(hw, l.zero, rpn)};
+    if (blocking.intra.bytes_per_s != hw.intra.bytes_per_s || blocking.intra.latency_s != hw.intra.latency_s) {
+      c.intra_blocking = {(l.zero - 1) * HopLatency(blocking, l.zero, rpn), BusBytesPerSecond(blocking, l.zero, rpn)};
+      c.has_intra_blocking = true;
+    }
     // On a CPU box the gathered bytes are also copied into the unsharded buffer; NCCL writes
     // them in place on a GPU.
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
