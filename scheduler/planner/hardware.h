@@ -11,13 +11,13 @@
 //                                max_efficiency * prod over d in {M,N,K} of d/(d+half_dim)
 //   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
 //   compute_overhead             optional, default 1: factor on every compute time. Measured on a
-//                                CPU box by ./zpp calibrate (1-rank runs' forward + backward time
-//                                over the cost model's: eager-mode overhead shapes cannot see); 1
-//                                on GPUs
+//                                CPU box by ./zpp calibrate (1-rank runs' forward + backward times
+//                                fitted as this factor on the cost model's + layer_overhead_us:
+//                                eager-mode overhead shapes cannot see); 1 on GPUs
 //   layer_overhead_us            optional, default 0: fixed seconds (in us) one layer's forward +
 //                                backward of one micro-batch costs whatever its size: eager-mode
 //                                dispatch and autograd bookkeeping per operator. Fitted with
-//                                compute_overhead by ./zpp calibrate from 1-rank runs of several
+//                                compute_overhead by ./zpp calibrate from 1-rank runs of three
 //                                shapes; 0 on GPUs
 //   optimizer_mparams_per_s      optional: one rank's measured AdamW step rate (parameters per
 //                                second / 1e6, gradient norm and clipping included); absent: the
