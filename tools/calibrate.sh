@@ -83,6 +83,8 @@ base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --s
 echo "calibrate: baseline rank RSS ${base} MiB"
 python3 - "$OUT" "$base" <<PY
 import json, os, re, sys, time
+sys.path.insert(0, "tools")
+import relative_fit
 out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 coll = """$coll"""
@@ -95,15 +97,11 @@ def fit_link(rows, p=4):
     pts = [(float(s), float(t) * 1e-6) for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows)]
     if len(pts) < 3:
         sys.exit("calibrate: a link sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
-    x = [((p - 1) / t, (p - 1) / p * s / t) for s, t in pts]
-    a11 = sum(u * u for u, _ in x); a12 = sum(u * v for u, v in x); a22 = sum(v * v for _, v in x)
-    b1 = sum(u for u, _ in x); b2 = sum(v for _, v in x)
-    det = a11 * a22 - a12 * a12
-    alpha, inv_bus = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    alpha, inv_bus, alpha_alone, inv_bus_alone = relative_fit.fit([(p - 1, (p - 1) / p * s, t) for s, t in pts])
     if alpha <= 0:  # bandwidth alone
-        alpha, inv_bus = 0.0, b2 / a22
+        alpha, inv_bus = 0.0, inv_bus_alone
     if inv_bus <= 0:  # latency alone
-        alpha, inv_bus = b1 / a11, 1e-12
+        alpha, inv_bus = alpha_alone, 1e-12
     return round(1 / inv_bus / 1e9, 4), round(alpha * 1e6, 1)
 def medians(rows):  # the median time of each size over repeated sweeps, as rows fit_link reads
     by_size = {}
@@ -205,6 +203,8 @@ idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0/run0.txt" | grep -oP '(?<=peak_
           $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0/run0.txt") ))"
 python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$DEPTH" "$fit_rows" "$over" <<'PY'
 import json, re, sys
+sys.path.insert(0, "tools")
+import relative_fit
 out, measured, idle, params, m, depth, fit_rows, over = sys.argv[1:]
 measured, params, m, depth = float(measured), float(params), int(m), int(depth)
 def mean_profile(text):  # the mean of concurrent runs' PROFILE lines
@@ -217,14 +217,10 @@ shapes = []  # (the cost model's seconds, layer calls per step, measured seconds
 for row in fit_rows.strip().splitlines():
     model_s, profiles = row.split("|")
     shapes.append((float(model_s), depth * m, compute_s(mean_profile(profiles))))
-# measured = factor * model + fixed * calls, least squares on relative error (closed form).
-x = [(p / y, n / y) for p, n, y in shapes]
-a11 = sum(u * u for u, _ in x); a12 = sum(u * v for u, v in x); a22 = sum(v * v for _, v in x)
-b1 = sum(u for u, _ in x); b2 = sum(v for _, v in x)
-det = a11 * a22 - a12 * a12
-factor, fixed = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+# measured = factor * model + fixed * calls, least squares on relative error.
+factor, fixed, factor_alone, _ = relative_fit.fit(shapes)
 if fixed < 0:  # the factor alone
-    factor, fixed = b1 / a11, 0.0
+    factor, fixed = factor_alone, 0.0
 fit = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
 prof = mean_profile(fit_rows.splitlines()[0].split("|")[1])
 step = prof["step_s"]

@@ -152,19 +152,24 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   return c;
 }
 
+namespace {
+
+// Bytes AdamW moves per parameter: bf16: read fp32 master, m, v, gradient (4 x 4 B) and write
+// master, m, v (3 x 4 B) and the bf16 compute copy (2 B); fp32: no separate copy.
+double AdamBytesPerParam(const Hardware& hw) { return hw.value_bytes == 2 ? 30.0 : 28.0; }
+
+}  // namespace
+
 double OptimizerSeconds(const Hardware& hw, double params) {
   if (hw.optimizer_params_per_s > 0) return params / hw.optimizer_params_per_s;
-  // bf16: read fp32 master, m, v, gradient (4 x 4 B) and write master, m, v (3 x 4 B) and the
-  // bf16 compute copy (2 B); fp32: no separate copy.
-  const double bytes = hw.value_bytes == 2 ? 30.0 : 28.0;
-  return params * bytes / (hw.memory_bytes_per_s * hw.memory_efficiency);
+  return params * AdamBytesPerParam(hw) / (hw.memory_bytes_per_s * hw.memory_efficiency);
 }
 
 double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node,
                                  double cpu_share) {
   const double io = nvme ? 2 * params * (hw.value_bytes == 2 ? 12.0 : 8.0) / hw.nvme_bytes_per_s : 0.0;
   if (hw.shared_compute_units > 0) return std::max(OptimizerSeconds(hw, params) * cpu_share, io);
-  const double cpu = params * (hw.value_bytes == 2 ? 30.0 : 28.0) * std::max(1, devices_on_node) / hw.host_bytes_per_s;
+  const double cpu = params * AdamBytesPerParam(hw) * std::max(1, devices_on_node) / hw.host_bytes_per_s;
   return 2 * params * hw.value_bytes / hw.pcie_bytes_per_s + std::max(cpu, io);
 }
 

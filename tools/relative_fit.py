@@ -1,0 +1,17 @@
+"""relative_fit.py: the two-term least-squares fit ./zpp calibrate uses (tools/calibrate.sh).
+
+Fits y ~ a*u + b*v to rows (u, v, y) minimising sum(((a*u + b*v) / y - 1)^2): relative error, so
+that small and large points count alike. Closed form for two unknowns; numpy is not needed.
+"""
+
+
+def fit(rows):
+    """Returns (a, b, a_alone, b_alone): the two-term fit, and the one-term fits with b = 0 and with a = 0."""
+    x = [(u / y, v / y) for u, v, y in rows]
+    a11 = sum(u * u for u, _ in x)
+    a12 = sum(u * v for u, v in x)
+    a22 = sum(v * v for _, v in x)
+    b1 = sum(u for u, _ in x)
+    b2 = sum(v for _, v in x)
+    det = a11 * a22 - a12 * a12
+    return (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det, b1 / a11, b2 / a22
