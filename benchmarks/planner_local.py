@@ -83,7 +83,7 @@ def main():
     unshaped = (["--inter-gbps", str(veth["bandwidth_gbps"]), "--inter-latency-us", str(veth["latency_us"])] if veth
                 else ["--inter-gbps", str(intra_gbps)])
     reserved_mb = hw["memory"]["reserved_gb"] * 1e3
-    rows = []
+    rows, tp_rows = [], []
     vs = args.vs3d or newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
     gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
     cols = {}
@@ -105,6 +105,9 @@ def main():
         rss = (float(f[cols["rssMB"]]) + idle_rss_mb) * MIB
         tensor = float(f[cols["tensorMB"]]) + reserved_mb if "tensorMB" in cols else None
         rows.append((f"{f[0]} ({f[1]})", measured_s, float(p["step_s"]), rss, float(p["mem_mb"]), tensor))
+        if "tp_wait_s" in cols and f[cols["tp_wait_s"]] != "-":
+            tp_rows.append((f"{f[0]} ({f[1]})", float(f[cols["tp_wait_s"]]), float(p["tp_collectives_s"]),
+                            measured_s, float(p["step_s"])))
     pipe = args.pipeline or newest("benchmarks/results/pipeline-2*[0-9].txt")
     pp = None
     for line in open(pipe):
@@ -135,6 +138,14 @@ def main():
             tr = f"{pm / tm:11.3f}" if tm is not None else f"{'-':>11s}"
             mem = f"{mm:7.1f} {tcol} {pm:8.1f} {pm / mm:8.3f} {tr}"
         print(f"{name:38s} {ms:10.4f} {ps:11.4f} {ps / ms:9.3f}  {mem}")
+    if tp_rows:
+        # Where a 3D row's step time goes wrong: its TP collectives (measured: the ranks' mean wall
+        # time waiting in them) or the rest of the step.
+        print("# 3D rows: TP collectives per step (s), measured wait and predicted; the rest of the step likewise")
+        print(f"{'layout':38s} {'tp_meas':>8s} {'tp_pred':>8s} {'pred/meas':>9s} {'rest_meas':>9s} {'rest_pred':>9s} {'pred/meas':>9s}")
+        for name, tm, tpred, ms, ps in tp_rows:
+            print(f"{name:38s} {tm:8.4f} {tpred:8.4f} {tpred / tm:9.3f} {ms - tm:9.4f} {ps - tpred:9.4f} "
+                  f"{(ps - tpred) / (ms - tm):9.3f}")
     for label, errs in (("step_time", t_err), ("peak_memory_tensors", a_err), ("peak_memory_rss", m_err)):
         if not errs:
             continue

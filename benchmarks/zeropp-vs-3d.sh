@@ -88,9 +88,10 @@ field() { grep -oP "(?<=$1=)[0-9.e+-]+" "$WORK/out" | head -1 || true; }
 TSV="$WORK/rows.tsv"
 echo "# bytes: rank 0's per step in its sharding group (zero group; TP group for 3d), counted, and the"
 echo "# formula; paper: 36*B*h^2/U-style closed form; inter_node_B: veth bytes per step (both ways, all"
-echo "# steps and set-up averaged); lo_B_rank: node 0's loopback bytes per rank per timed step"
-printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s\n" layout link tok/s mfu loss0 lossN rssMB \
-  tensorMB measured_B formula_B paper_B inter_node_B lo_B_rank
+echo "# steps and set-up averaged); lo_B_rank: node 0's loopback bytes per rank per timed step;"
+echo "# tp_wait_s: 3D's ranks' mean wall time per step waiting in TP collectives"
+printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s %9s\n" layout link tok/s mfu loss0 lossN rssMB \
+  tensorMB measured_B formula_B paper_B inter_node_B lo_B_rank tp_wait_s
 for shape in unshaped shaped; do
   [[ $two_nodes == 0 && $shape == shaped ]] && continue
   for entry in "${LAYOUTS[@]}"; do
@@ -102,7 +103,7 @@ for shape in unshaped shaped; do
     fi
     tps=$(field tokens_per_s) counted=$(field counted_bytes_per_rank_step) tpb=$(field tp_bytes_per_rank_step)
     rss=$(field peak_rss_net_mb) tensor=$(field peak_tensor_mb) lo=$(field wire_bytes_per_rank_step) inter=$(field inter_node_bytes)
-    l0=$(field first_loss) ln=$(field last_loss) gflops=$(field model_gflops)
+    l0=$(field first_loss) ln=$(field last_loss) gflops=$(field model_gflops) tpw=$(field tp_wait_s_per_step)
     mfu=$(awk -v g="$gflops" -v b="$BOUND" 'BEGIN { printf "%.3f", g / b }')
     tpb=${tpb:-0} inter=${inter:-0}
     # Formulas (rank 0, the first stage). ZeRO-3/ZeroPP: the zero group's all-gathers and
@@ -120,8 +121,8 @@ for shape in unshaped shaped; do
     fi
     paper=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
     echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu\t$tensor" >>"$TSV"
-    printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
-      "$tensor" "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo"
+    printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f %9s\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
+      "$tensor" "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo" "${tpw:--}"
   done
 done
 python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "${PLOT:-benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png}" \

@@ -16,7 +16,7 @@ namespace {
 
 TEST(HostBlockCache, ReusesLargeBlocksAtTheirSizeOnly) {
   const HostAllocatorSettings s = TuneHostAllocator();
-  ASSERT_EQ(s.large_block_bytes, int64_t{1} << 20);
+  ASSERT_EQ(s.large_block_bytes, int64_t{1} << 16);
   const int64_t n = (int64_t{3} << 20) / 4 + 5;  // 3 MiB + 20 bytes of fp32: rounded up to pages
   const BlockCacheStats before = HostBlockCacheStats();
   void* first = nullptr;
@@ -33,6 +33,10 @@ TEST(HostBlockCache, ReusesLargeBlocksAtTheirSizeOnly) {
   EXPECT_EQ(HostBlockCacheStats().hits, freed.hits + 1);
   b.fill_(-1.0f);
   EXPECT_FLOAT_EQ(b[0].item<float>(), -1.0f);
+  // 256 KiB (a micro-batch's activation at width 256) is a block too, reused at its size.
+  void* mid_block = nullptr;
+  { mid_block = at::empty({65536}).data_ptr(); }
+  EXPECT_EQ(at::empty({65536}).data_ptr(), mid_block);
   // Below the block size: the allocator it replaced, the cache's counters unchanged.
   const BlockCacheStats mid = HostBlockCacheStats();
   { at::Tensor small = at::full({1000}, 1.0f); }

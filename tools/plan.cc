@@ -299,10 +299,10 @@ int RunPredict(const Flags& f) {
   const Prediction p = Predict(q.model, l, q.hardware, q.global_batch);
   std::printf("PREDICT layout=%s step_s=%.6f tokens_per_s=%.1f mfu=%.4f mem_mb=%.2f model_state_mb=%.2f "
               "model_state_rank0_mb=%.2f unsharded_mb=%.2f activations_mb=%.2f working_mb=%.2f reserved_mb=%.2f compute_s=%.6f idle_s=%.6f "
-              "gather_B=%.0f reduce_B=%.0f p2p_B=%.0f\n",
+              "tp_collectives_s=%.6f gather_B=%.0f reduce_B=%.0f p2p_B=%.0f\n",
               l.Name().c_str(), p.step_s, p.tokens_per_s, p.mfu, p.memory.Total() / 1e6, p.memory.ModelState() / 1e6,
               p.rank0_model_state / 1e6, p.memory.unsharded / 1e6, p.memory.activations / 1e6, p.memory.working / 1e6, p.memory.reserved / 1e6,
-              p.compute_s, p.idle_s, p.gather_bytes, p.reduce_bytes, p.p2p_bytes);
+              p.compute_s, p.idle_s, p.tp_collectives_s, p.gather_bytes, p.reduce_bytes, p.p2p_bytes);
   return 0;
 }
 

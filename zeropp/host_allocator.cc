@@ -162,7 +162,7 @@ HostAllocatorSettings TuneHostAllocator() {
     s.applied = mallopt(M_MMAP_THRESHOLD, static_cast<int>(s.mmap_threshold)) == 1 &&
                 mallopt(M_TRIM_THRESHOLD, static_cast<int>(s.trim_threshold)) == 1;
 #endif
-    s.large_block_bytes = int64_t{1} << 20;
+    s.large_block_bytes = int64_t{1} << 16;
     s.cache_cap_bytes = int64_t{512} << 20;
     const int64_t below = s.mmap_threshold > 0 ? s.mmap_threshold : int64_t{32} << 20;
     g_cache = new BlockCache(c10::GetCPUAllocator(), static_cast<size_t>(s.large_block_bytes),

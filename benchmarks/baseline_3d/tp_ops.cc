@@ -8,6 +8,8 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
+#include <chrono>
 #include <vector>
 
 namespace zeropp {
@@ -17,9 +19,19 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+std::atomic<int64_t> g_tp_wait_ns{0};
+
+// Waits for a TP collective, adding the wall time to this process's TP wait.
+template <typename Work>
+void Waited(Work&& w) {
+  const auto t0 = std::chrono::steady_clock::now();
+  w->Wait();
+  g_tp_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
 at::Tensor AllReduced(const at::Tensor& x, Communicator& tp) {
   at::Tensor y = x.detach().contiguous().clone();
-  tp.AllReduce(y)->Wait();
+  Waited(tp.AllReduce(y));
   return y;
 }
 
@@ -50,14 +62,14 @@ at::Tensor SeqAllGather(const at::Tensor& x, Communicator& tp) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] *= tp.size();
   at::Tensor out = at::empty(shape, x.options());
-  tp.AllGather(out, x.detach().contiguous())->Wait();  // the comm thread must see no autograd
+  Waited(tp.AllGather(out, x.detach().contiguous()));  // the comm thread must see no autograd
   return out;
 }
 at::Tensor SeqReduceScatter(const at::Tensor& x, Communicator& tp) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] /= tp.size();
   at::Tensor out = at::empty(shape, x.options());
-  tp.ReduceScatter(out, x.detach().contiguous())->Wait();
+  Waited(tp.ReduceScatter(out, x.detach().contiguous()));
   return out;
 }
 
@@ -104,6 +116,8 @@ int64_t Handle(Communicator& tp) { return reinterpret_cast<int64_t>(&tp); }
 
 }  // namespace
 
+double TpWaitSeconds() { return g_tp_wait_ns.load() / 1e9; }
+
 at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp) { return CopyToTpFn::apply(x, Handle(tp)); }
 
 at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp) { return ReduceFromTpFn::apply(x, Handle(tp)); }
@@ -126,7 +140,7 @@ at::Tensor VocabParallelCrossEntropy(const at::Tensor& local, const at::Tensor& 
   // maxima, take the max.
   at::Tensor lmax = std::get<0>(local.detach().max(1)).contiguous();
   at::Tensor all = at::empty({tp.size() * n}, lmax.options());
-  tp.AllGather(all, lmax)->Wait();
+  Waited(tp.AllGather(all, lmax));
   const at::Tensor gmax = std::get<0>(all.view({tp.size(), n}).max(0));
   const at::Tensor z = local - gmax.unsqueeze(1);
   const at::Tensor sum_exp = ReduceFromTp(at::exp(z).sum(1), tp);

@@ -18,6 +18,9 @@
 namespace zeropp {
 namespace baseline3d {
 
+// Wall seconds this process has spent waiting for the TP collectives below, since it started.
+double TpWaitSeconds();
+
 at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp);
 at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp);
 

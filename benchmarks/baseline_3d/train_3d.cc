@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "benchmarks/baseline_3d/tp_llama.h"
+#include "benchmarks/baseline_3d/tp_ops.h"
 #include "benchmarks/baseline_3d/tp_stages.h"
 #include "models/byte_corpus.h"
 #include "models/llama.h"
@@ -177,6 +178,7 @@ int Main(int argc, char** argv) {
   };
   double first = 0, last = 0;
   int64_t lo0 = 0, wait_us = 0, counted = 0, tp_counted = 0;
+  double tp_wait_s = 0;
   ResetHostTensorPeak();  // training's peak, after set-up
   auto t0 = std::chrono::steady_clock::now(), tb = t0;
   for (int64_t step = 0; step < cfg.steps; ++step) {
@@ -191,9 +193,11 @@ int Main(int argc, char** argv) {
                         &xs[k], &ys[k]);
     }
     const CommStats tp0 = tpc.Stats(), pp0 = trainer.groups().pp().Stats();
+    const double tp_wait0 = baseline3d::TpWaitSeconds();
     StepResult r = trainer.Step(xs, ys, loss_fn);
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       tp_counted += tpc.Stats().Since(tp0).TotalSent();
+      tp_wait_s += baseline3d::TpWaitSeconds() - tp_wait0;
       counted += r.zero_comm.TotalSent() + r.dp_comm.TotalSent() + trainer.groups().pp().Stats().Since(pp0).TotalSent();
       wait_us += r.gather_wait_us + r.reduce_wait_us;
     }
@@ -213,6 +217,7 @@ int Main(int argc, char** argv) {
     const int64_t timed = cfg.steps - cfg.bench_warmup;
     const double tps = tokens_per_step * timed / bsecs;
     const double exposed = SumOverRanks(all->world(), wait_us / 1e6 / bsecs) / env.world_size;
+    const double tp_wait = SumOverRanks(all->world(), tp_wait_s / timed) / env.world_size;
     const double net_rss = MaxOverRanks(all->world(), PeakRssMb() - idle_rss_mb);
     const double peak_tensor = MaxOverRanks(all->world(), HostBlockCacheStats().tensor_peak_bytes / 1e6);
     // Rank 0's own counters (as tools/train reports them): the first pipeline stage's.
@@ -220,10 +225,10 @@ int Main(int argc, char** argv) {
     const double other = static_cast<double>(counted) / timed;
     if (lead) {
       std::printf("BENCH framework=3d ranks=%d tokens_per_s=%.1f wire_bytes_per_rank_step=%.0f "
-                  "counted_bytes_per_rank_step=%.0f tp_bytes_per_rank_step=%.0f exposed_comm_share=%.3f "
+                  "counted_bytes_per_rank_step=%.0f tp_bytes_per_rank_step=%.0f tp_wait_s_per_step=%.4f exposed_comm_share=%.3f "
                   "model_flops_per_token=%.0f model_gflops=%.2f peak_rss_net_mb=%.0f peak_tensor_mb=%.1f\n",
                   env.world_size, tps, static_cast<double>(cli::LoopbackTxBytes() - lo0) / timed / env.world_size,
-                  other + tp_bytes, tp_bytes, exposed, flops_per_token, tps * flops_per_token / 1e9,
+                  other + tp_bytes, tp_bytes, tp_wait, exposed, flops_per_token, tps * flops_per_token / 1e9,
                   net_rss, peak_tensor);
     }
   }

@@ -219,6 +219,10 @@ Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int
   // TP communication's share of the busiest rank's compute, in whole-layer units.
   const double layer_total = parts.layer.forward_s + parts.layer.Backward();
   p.tp_comm_s = layer_total > 0 ? parts.layer.tp_comm_s * p.compute_s / layer_total : 0;
+  double extra_tp = 0;  // the embedding's and the head's, once per micro-batch in the pipeline
+  for (const auto& e : c.virtual_stage_extra) extra_tp += e.forward_wait_s + e.backward_input_wait_s;
+  const double micro_batches = static_cast<double>(global_batch) / (l.micro_batch * l.dp * l.zero);
+  p.tp_collectives_s = micro_batches * (m.layers * parts.layer.tp_comm_s + extra_tp) / l.pp;
   p.dp_reduce_s = parts.reduce_s;
   p.optimizer_s = parts.optimizer_s;
   p.idle_s = std::max(0.0, r.step_s - c.optimizer_s - p.compute_s);

@@ -33,6 +33,9 @@ struct Prediction {
   // reduction across replicas (with sequence parallelism also the TP group's all-reduces of
   // replicated tensors' gradients) and the optimizer.
   double compute_s = 0, tp_comm_s = 0, idle_s = 0, dp_reduce_s = 0, optimizer_s = 0;
+  // The TP collectives' time per step (layers, embedding, head and loss), the mean over the
+  // pipeline's ranks: what the 3D baseline measures as its ranks' mean TP wait.
+  double tp_collectives_s = 0;
   double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;  // per rank per step
   MemoryBreakdown memory;           // the peak rank's
   double rank0_model_state = 0;     // pipeline rank 0's model state (what a rank-0 log shows)
