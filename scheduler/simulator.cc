@@ -250,7 +250,10 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     for (const R& x : st) {
       if (!x.running) continue;
       any = true;
-      if (x.start <= now && x.queue.front().shared) computing += ranks_each;
+      if (x.start <= now && (x.queue.front().shared ||
+                             (cost.waits_hold_cores && x.queue.front().part == Work::Part::kWait))) {
+        computing += ranks_each;
+      }
     }
     if (!any) break;
     const double rate = cost.shared_cores > 0 && computing > cost.shared_cores

@@ -84,6 +84,9 @@ struct CostModel {
   double shared_cores = 0;
   int ranks_per_simulated_rank = 1;
   double shared_slowdown = 1;
+  // With shared_cores: a rank waiting in a blocking collective inside a computation (the waits
+  // above) still counts among the ranks computing, so the others do not speed up meanwhile.
+  bool waits_hold_cores = false;
 };
 
 using SimEvent = TraceEvent;

@@ -514,6 +514,7 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   EXPECT_EQ(c.shared_cores, 2);
   EXPECT_EQ(c.ranks_per_simulated_rank, 4);
   EXPECT_DOUBLE_EQ(c.shared_slowdown, 1.05);
+  EXPECT_TRUE(c.waits_hold_cores);
   Hardware loaded = box;
   loaded.intra = box.intra_oversubscribed;
   const double act = 2.0 * m.seq * m.hidden * box.value_bytes;
@@ -523,6 +524,7 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   // With as many cores as ranks nothing is shared and the intra-node link is the measured one.
   const scheduler::CostModel two = BuildCostModel(m, l, box, 2);
   EXPECT_EQ(two.shared_cores, 0);
+  EXPECT_FALSE(two.waits_hold_cores);
   EXPECT_DOUBLE_EQ(two.forward_wait_s, m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
   // ZeRO gathers are prefetched: the unloaded link.
   Layout z;

@@ -157,6 +157,23 @@ TEST(SimulatorTest, BlockingWaitsInsideComputationsTakeNoCore) {
   EXPECT_EQ(forwards, 1);
 }
 
+// waits_hold_cores, by hand: GPipe over 2 ranks on 1 core, 2 micro-batches, F = 1 s of which
+// 0.5 s waits in a blocking collective, the last stage's F 1 s of compute more, B = 2 s. Rank 0's
+// F0 [0, 1]; rank 0's F1 and rank 1's F0 share the core until rank 0's compute ends at 2 (rank 1
+// has 1 s left). Then rank 0 waits [2, 2.5]: taking no core, rank 1 finishes at 3; holding it,
+// rank 1 runs at half speed until 2.5 and finishes at 3.25. After that one rank computes at a
+// time until both B's share the core: 13.5 s against 13.75 s.
+TEST(SimulatorTest, WaitsThatHoldTheirCoresSlowTheOthers) {
+  const Schedule s = GPipe(2, 2);
+  CostModel c = Uniform();
+  c.forward_wait_s = 0.5;
+  c.virtual_stage_extra = {{}, {1.0, 0, 0, 0, 0}};
+  c.shared_cores = 1;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 13.5);
+  c.waits_hold_cores = true;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 13.75);
+}
+
 // A gather whose chunk the very next computation needs is waited on at once: it runs on the
 // blocking link when one is set; a gather with a computation between it and its use (prefetched)
 // keeps the unloaded link. By hand, one rank, zero 2, two chunks of 2 MB (1 MB moved each).
