@@ -89,7 +89,8 @@ TSV="$WORK/rows.tsv"
 echo "# bytes: rank 0's per step in its sharding group (zero group; TP group for 3d), counted, and the"
 echo "# formula; paper: 36*B*h^2/U-style closed form; inter_node_B: veth bytes per step (both ways, all"
 echo "# steps and set-up averaged); lo_B_rank: node 0's loopback bytes per rank per timed step;"
-echo "# tp_wait_s: 3D's ranks' mean wall time per step waiting in TP collectives"
+echo "# tp_wait_s: 3D's ranks' mean wall time per step waiting in the layers', embedding's and loss's TP"
+echo "# collectives (not the step-end all-reduce of replicated gradients, which plan counts in the reduction)"
 printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s %9s\n" layout link tok/s mfu loss0 lossN rssMB \
   tensorMB measured_B formula_B paper_B inter_node_B lo_B_rank tp_wait_s
 for shape in unshaped shaped; do
