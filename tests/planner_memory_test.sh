@@ -3,7 +3,8 @@
 # layout tools/train runs (ZeRO-3, hybrid sharding, FSDP inside a pipeline, ZeroPP, PP x DP with
 # ZeRO-1, a pure pipeline), rank 0's model state as the engine counts it (the step line's
 # "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan --predict`'s prediction
-# for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB). Then plan's refusals: zero
+# for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB), and so do the host tensor
+# bytes rank 0 holds between steps (within 3% or 0.1 MB). Then plan's refusals: zero
 # GPUs, and a model that fits nowhere (it names the smallest memory any layout needs).
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
@@ -20,9 +21,10 @@ MODEL=(--width 128 --depth 4 --heads 4 --context 32 --microbatches 4 --micro-bat
 SHAPE=(--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 32 --no-flash --hardware "$HW" --gpus 4
        --devices-per-node 4 --global-batch 16)
 check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS"
-  local out engine predicted
+  local out engine predicted held
   out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${MODEL[@]}" $2 2>&1)"
   engine="$(grep -oP '(?<=model-state )[0-9.]+' <<<"$out" | head -1)"
+  held="$(grep -oP '(?<=host-tensors )[0-9.]+' <<<"$out" | head -1)"
   predicted="$("$PLAN" --predict "${SHAPE[@]}" $3 | grep -oP '(?<=model_state_rank0_mb=)[0-9.]+')"
   if [[ -z "$engine" || -z "$predicted" ]]; then
     fail "$1: no number (engine '$engine', predicted '$predicted'): $out"
@@ -30,6 +32,14 @@ check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS"
     pass "$1: engine $engine MB, predicted $predicted MB"
   else
     fail "$1: engine $engine MB, predicted $predicted MB"
+  fi
+  # What the rank's host tensors hold between steps is that model state and no more: a pipeline
+  # stage does not keep the other stages' weights (Engine::ReleaseUnownedParameters).
+  if [[ -n "$held" && -n "$predicted" ]] &&
+     python3 -c "import sys; h, p = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(h - p) <= max(0.03 * p, 0.1) else 1)" "$held" "$predicted"; then
+    pass "$1: host tensors between steps $held MB, predicted model state $predicted MB"
+  else
+    fail "$1: host tensors between steps '$held' MB, predicted model state '$predicted' MB"
   fi
 }
 check zero3_z4 "--pp 1 --zero 4" "--design zero3 --zero 4"

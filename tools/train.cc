@@ -266,9 +266,12 @@ int Main(int argc, char** argv) {
     const double tps = tokens_per_step * (step + 1 - start) / secs;
     if (lead && ((step + 1) % cfg.log_every == 0 || step == 0 || step + 1 == cfg.steps)) {
       MemoryStats mem = trainer->Memory();
-      std::printf("step %4lld/%lld %s loss %.4f  grad_norm %.3f  %.0f tok/s  rss %.0f MB  model-state %.1f MB/rank  sent %.2f MB/step\n",
+      // host-tensors: the host tensor bytes this rank holds between steps (on a CPU device, its
+      // model state and the step's batch; not the other pipeline stages' weights).
+      std::printf("step %4lld/%lld %s loss %.4f  grad_norm %.3f  %.0f tok/s  rss %.0f MB  model-state %.1f MB/rank  sent %.2f MB/step  host-tensors %.1f MB\n",
                   (long long)(step + 1), (long long)cfg.steps, Bar(step + 1, cfg.steps).c_str(), r.loss, r.grad_norm,
-                  tps, PeakRssMb(), mem.ModelStateBytes() / 1e6, (r.zero_comm.TotalSent() + r.dp_comm.TotalSent()) / 1e6);
+                  tps, PeakRssMb(), mem.ModelStateBytes() / 1e6, (r.zero_comm.TotalSent() + r.dp_comm.TotalSent()) / 1e6,
+                  HostBlockCacheStats().tensor_live_bytes / 1e6);
       if (offloading) {
         const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
         const double wait_s = (mem.io.wait_us - io_before.wait_us) / 1e6;

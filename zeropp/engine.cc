@@ -218,6 +218,7 @@ void Engine::InitializeShards() {
       u->flat()->InitFromFull(u->flat()->GatherLocalValues());
     }
   }
+  ReleaseUnownedParameters();
   for (auto& b : seq_->buffers(/*recurse=*/true)) {
     if (b.is_contiguous()) world.Broadcast(b, 0)->Wait();
     if (b.device() != options_.device) {
@@ -237,6 +238,23 @@ void Engine::InitializeShards() {
       own_end = own_begin + sub;
     }
     optimizer_.AddUnit(f, own_begin, own_end, MasterDevice());
+  }
+}
+
+void Engine::ReleaseUnownedParameters() {
+  // A pipeline stage never runs the other stages' children, so their weights (the model as the
+  // caller built it, fp32 on the host) are not kept: a stage of a model larger than one rank's
+  // memory must not hold the whole model. Each keeps its shape, on one value's storage; the
+  // owned ones live in their FlatParam (set_data above).
+  std::vector<const void*> kept;
+  for (const auto& u : units_) {
+    if (!u->flat()) continue;
+    for (const auto& e : u->flat()->entries()) kept.push_back(e.param.unsafeGetTensorImpl());
+  }
+  c10::NoGradGuard no_grad;
+  for (auto& p : seq_->parameters(/*recurse=*/true)) {
+    if (std::find(kept.begin(), kept.end(), p.unsafeGetTensorImpl()) != kept.end() || p.numel() <= 1) continue;
+    p.set_data(at::zeros({1}, p.options()).expand(p.sizes()));
   }
 }
 

@@ -187,6 +187,7 @@ class Engine {
   void BuildUnits(const UnitPlan& plan);
   void AgreeOnModel();
   void InitializeShards();
+  void ReleaseUnownedParameters();
   void SetUpOffload();
   void EstimateAndCheckBudget();
   std::string Where() const;
