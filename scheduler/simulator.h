@@ -57,6 +57,9 @@ struct CostModel {
   // embedding, layer, norm and head units) set both.
   std::vector<double> chunk_compute_share;
   std::vector<double> chunk_param_bytes;
+  // Per virtual stage, the collectives one gather or reduction of it takes (an executor gathers
+  // each scheduling unit of a chunk by its own collective, each paying the link's latency); empty: 1.
+  std::vector<double> chunk_collectives;
   double optimizer_s = 0.0;         // the step's tail: reductions across replicas, clipping, AdamW
   double activation_bytes = 0;      // per micro-batch crossing a stage boundary
   double stage_param_bytes = 0;     // a stage's parameters (all chunks) in compute dtype

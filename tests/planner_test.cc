@@ -415,6 +415,19 @@ TEST(Planner, Zero3UnitsAreTheEnginesPerChildUnits) {
   EXPECT_DOUBLE_EQ(units.front().params, e);
   EXPECT_DOUBLE_EQ(units[m.layers + 1].params, n);
   EXPECT_DOUBLE_EQ(units.back().params, 0);  // the tied head owns nothing
+  for (const ChunkShape& u : units) EXPECT_EQ(u.units, 1);
+  // A pipeline's chunks hold their layers' units, the first also the embedding's, the last the
+  // final norm's and the head's (each gathered by its own collective).
+  l.design = Design::kPipeFsdp;
+  l.schedule = "1f1b";
+  l.pp = 2, l.zero = 2;
+  const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_DOUBLE_EQ(chunks[0].units, m.layers / 2.0 + 1);
+  EXPECT_DOUBLE_EQ(chunks[1].units, m.layers / 2.0 + 2);
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.pp = 1, l.zero = 4;
   const int mbs = 32 / 4;
   const Prediction p = Predict(m, l, h, 32);
   const double vb = h.value_bytes, out = 0.75;

@@ -200,6 +200,23 @@ TEST(SimulatorTest, GathersWaitedOnAtOnceUseTheBlockingLink) {
   EXPECT_DOUBLE_EQ(Simulate(prefetched, c).step_s, 4.5 + 1.1 + 1 + 2 * 2);
 }
 
+// A chunk of several scheduling units is gathered and reduced by one collective per unit: each
+// pays the link's latency, the bytes are paid once. pp=1 v=1 zero=2, 2 MB of parameters (1 MB
+// moved), link 0.1 s + 1 MB/s: one collective 1.1 s, three 1.3 s. F 1 s, B 2 s.
+TEST(SimulatorTest, EachUnitOfAChunkIsItsOwnCollective) {
+  const Schedule s = Schedule::Parse(
+      "schedule t pp=1 v=1 m=1 u=0\n"
+      "rank 0: G0 F0.0 B0.0 X0 RS0 OPT\n");
+  CostModel c;
+  c.forward_s = 1, c.backward_s = 2, c.backward_input_s = 1, c.backward_weight_s = 1;
+  c.zero = 2;
+  c.stage_param_bytes = 2e6;
+  c.intra = {0.1, 1e6};
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.1 + 1 + 2 + 1.1);
+  c.chunk_collectives = {3};
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.3 + 1 + 2 + 1.3);
+}
+
 TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
   SimResult r = Simulate(OneFOneB(2, 2), Uniform());
   std::string json = r.ChromeTraceJson();

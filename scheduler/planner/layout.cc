@@ -109,10 +109,12 @@ std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l) {
     return out;
   }
   const int stages = l.pp * l.v;
-  out.assign(stages, ChunkShape{static_cast<double>(m.layers) / stages, static_cast<double>(m.layers) / stages *
-                                                                            m.LayerParameters()});
+  const double layers = static_cast<double>(m.layers) / stages;
+  out.assign(stages, ChunkShape{layers, layers * m.LayerParameters(), layers});
   out.front().params += embedding + norm;
+  out.front().units += 1;  // the embedding
   if (!m.tied_embedding || stages > 1) out.back().params += table;
+  out.back().units += 2;  // the final norm and the head
   return out;
 }
 

@@ -66,9 +66,12 @@ namespace planner {
 // another stage). ZeRO-3: zeropp's default units, one per child of the model: the embedding, each
 // layer, the final norm, the head (tied: no parameters of its own; it needs the embedding's unit,
 // which the schedule gathers with it).
+// `units`: the engine's scheduling units in it (one per child), each gathered and reduced by its
+// own collective.
 struct ChunkShape {
   double layers = 0;
   double params = 0;
+  double units = 1;
 };
 std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l);
 

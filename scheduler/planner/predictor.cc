@@ -138,6 +138,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   for (const ChunkShape& k : chunks) {
     c.chunk_compute_share.push_back(k.layers / layers_per_stage);
     c.chunk_param_bytes.push_back(k.params * hw.value_bytes);
+    c.chunk_collectives.push_back(k.units);
   }
   c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s,
                                    embed.tp_forward_s, embed.tp_comm_s - embed.tp_forward_s};
