@@ -14,7 +14,7 @@
 namespace zeropp {
 namespace {
 
-TEST(HostBlockCache, ReusesLargeBlocksAtTheirSizeOnly) {
+TEST(HostBlockCache, ReusesLargeBlocksAtTheirSize) {
   const HostAllocatorSettings s = TuneHostAllocator();
   ASSERT_EQ(s.large_block_bytes, int64_t{1} << 16);
   const int64_t n = (int64_t{3} << 20) / 4 + 5;  // 3 MiB + 20 bytes of fp32: rounded up to pages

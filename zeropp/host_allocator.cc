@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -21,8 +23,9 @@ namespace zeropp {
 namespace {
 
 // CPU tensors of [min_bytes, max_bytes) as page-aligned mmapped blocks, kept after they are freed
-// and handed out again at the same page-rounded size; everything else goes to the allocator it
-// replaces. Freed blocks beyond cap_bytes in all are unmapped. Never destroyed (tensors may outlive
+// and handed out again for a page-rounded size up to the block's and at least half of it;
+// everything else goes to the allocator it replaces. Freed blocks beyond cap_bytes in all are
+// unmapped, and kept ones are trimmed to the peak in use (host_allocator.h). Never destroyed (tensors may outlive
 // static destruction).
 class BlockCache final : public c10::Allocator {
  public:
@@ -43,33 +46,56 @@ class BlockCache final : public c10::Allocator {
       return {p, p, &Delete, c10::Device(c10::kCPU)};
     }
     const size_t bytes = (n + page_ - 1) / page_ * page_;
+    size_t block = bytes;
     void* p = nullptr;
+    std::vector<std::pair<void*, size_t>> evicted;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(bytes);
-      if (it != free_.end() && !it->second.empty()) {
+      // The smallest kept block that fits, up to twice the size: its pages are already resident,
+      // so using it costs no memory that a fresh mapping would not.
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end() && it->first <= 2 * bytes) {
         p = it->second.back();
+        block = it->first;
         it->second.pop_back();
-        cached_ -= bytes;
+        if (it->second.empty()) free_.erase(it);
+        cached_ -= block;
         ++stats_.hits;
       } else {
         ++stats_.misses;
+        // Before mapping more, the kept blocks are trimmed (largest first) so that blocks in use
+        // and kept stay within the most ever in use plus an eighth (at least kMinSlack): what the
+        // process holds follows what training holds, not every size it has ever asked for.
+        const size_t in_use = mapped_live_ + bytes;
+        peak_in_use_ = std::max(peak_in_use_, in_use);
+        const size_t limit = peak_in_use_ + std::max(peak_in_use_ / 8, kMinSlack);
+        while (cached_ > 0 && in_use + cached_ > limit) {
+          auto last = std::prev(free_.end());
+          evicted.emplace_back(last->second.back(), last->first);
+          cached_ -= last->first;
+          last->second.pop_back();
+          if (last->second.empty()) free_.erase(last);
+        }
       }
+      mapped_live_ += block;
+      peak_in_use_ = std::max(peak_in_use_, mapped_live_);
       stats_.live_bytes += bytes;
     }
+    for (const auto& e : evicted) munmap(e.first, e.second);
     AddLive(static_cast<int64_t>(bytes));
     if (p == nullptr) {
       p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) {
         std::lock_guard<std::mutex> lock(mu_);
         stats_.live_bytes -= bytes;
+        mapped_live_ -= bytes;
         AddLive(-static_cast<int64_t>(bytes));
         throw std::bad_alloc();
       }
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      live_[p] = bytes;
+      live_[p] = {block, bytes};
     }
     return {p, p, &Delete, c10::Device(c10::kCPU)};
   }
@@ -85,6 +111,7 @@ class BlockCache final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     BlockCacheStats s = stats_;
     s.cached_bytes = static_cast<int64_t>(cached_);
+    s.blocks_peak_bytes = static_cast<int64_t>(peak_in_use_);
     s.tensor_live_bytes = tensor_live_.load();
     s.tensor_peak_bytes = tensor_peak_.load();
     return s;
@@ -118,10 +145,12 @@ class BlockCache final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = live_.find(p);
       if (it != live_.end()) {
-        bytes = it->second;
+        bytes = it->second.first;
+        const size_t asked = it->second.second;
         live_.erase(it);
-        stats_.live_bytes -= bytes;
-        AddLive(-static_cast<int64_t>(bytes));
+        mapped_live_ -= bytes;
+        stats_.live_bytes -= asked;
+        AddLive(-static_cast<int64_t>(asked));
         if (cached_ + bytes <= cap_) {
           free_[bytes].push_back(p);
           cached_ += bytes;
@@ -140,9 +169,11 @@ class BlockCache final : public c10::Allocator {
   c10::Allocator* fallback_;
   const size_t min_, max_, cap_, page_;
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;  // freed blocks by size
-  std::unordered_map<void*, size_t> live_;              // blocks in use and their sizes
+  std::map<size_t, std::vector<void*>> free_;  // freed blocks by size
+  std::unordered_map<void*, std::pair<size_t, size_t>> live_;  // blocks in use: mapped and asked bytes
+  static constexpr size_t kMinSlack = size_t{4} << 20;
   size_t cached_ = 0;
+  size_t mapped_live_ = 0, peak_in_use_ = 0;  // mapped bytes of blocks in use, now and at most
   BlockCacheStats stats_;
   std::atomic<int64_t> tensor_live_{0}, tensor_peak_{0};  // blocks and the replaced allocator's tensors
 };
