@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <unordered_set>
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -246,14 +247,14 @@ void Engine::ReleaseUnownedParameters() {
   // caller built it, fp32 on the host) are not kept: a stage of a model larger than one rank's
   // memory must not hold the whole model. Each keeps its shape, on one value's storage; the
   // owned ones live in their FlatParam (set_data above).
-  std::vector<const void*> kept;
+  std::unordered_set<const void*> kept;
   for (const auto& u : units_) {
     if (!u->flat()) continue;
-    for (const auto& e : u->flat()->entries()) kept.push_back(e.param.unsafeGetTensorImpl());
+    for (const auto& e : u->flat()->entries()) kept.insert(e.param.unsafeGetTensorImpl());
   }
   c10::NoGradGuard no_grad;
   for (auto& p : seq_->parameters(/*recurse=*/true)) {
-    if (std::find(kept.begin(), kept.end(), p.unsafeGetTensorImpl()) != kept.end() || p.numel() <= 1) continue;
+    if (kept.count(p.unsafeGetTensorImpl()) > 0 || p.numel() <= 1) continue;
     p.set_data(at::zeros({1}, p.options()).expand(p.sizes()));
   }
 }

@@ -25,8 +25,8 @@ namespace {
 // CPU tensors of [min_bytes, max_bytes) as page-aligned mmapped blocks, kept after they are freed
 // and handed out again for a page-rounded size up to the block's and at least half of it;
 // everything else goes to the allocator it replaces. Freed blocks beyond cap_bytes in all are
-// unmapped, and kept ones are trimmed to the peak in use (host_allocator.h). Never destroyed (tensors may outlive
-// static destruction).
+// unmapped, and kept ones are trimmed to the peak in use (host_allocator.h). Never destroyed
+// (tensors may outlive static destruction).
 class BlockCache final : public c10::Allocator {
  public:
   BlockCache(c10::Allocator* fallback, size_t min_bytes, size_t max_bytes, size_t cap_bytes)
