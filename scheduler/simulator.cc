@@ -61,11 +61,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     return vstage >= 0 && vstage < static_cast<int>(cost.chunk_param_bytes.size()) ? cost.chunk_param_bytes[vstage]
                                                                                    : cost.stage_param_bytes / s.v;
   };
-  // A chunk's gather or reduction: one latency per collective, its bytes once.
-  auto collectives = [&](const Link& link, double bytes, int vstage) {
-    const double n = vstage >= 0 && vstage < static_cast<int>(cost.chunk_collectives.size())
-                         ? cost.chunk_collectives[vstage] : 1.0;
-    return bytes > 0 ? n * link.alpha_s + bytes / link.bytes_per_s : 0.0;
+  auto collectives = [&](int vstage) {  // per gather or reduction of the chunk
+    return vstage >= 0 && vstage < static_cast<int>(cost.chunk_collectives.size()) ? cost.chunk_collectives[vstage]
+                                                                                   : 1.0;
   };
   const double shard_out = static_cast<double>(cost.zero - 1) / std::max(1, cost.zero);
   struct R {
@@ -149,12 +147,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       case ActionKind::kGather: {
         const Link& link = cost.has_intra_blocking && WaitedAtOnce(s.ranks[r], x.pc) ? cost.intra_blocking : cost.intra;
         x.gather_ready[a.chunk] = on_comm(
-            cost.zero > 1 ? collectives(link, gather_bytes, vstage) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
+            cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
             &x.gather_bytes, gather_bytes);
         break;
       }
       case ActionKind::kReduceGrad:
-        on_comm(collectives(cost.intra, gather_bytes, vstage), &x.reduce_bytes, gather_bytes);
+        on_comm(cost.intra.Time(gather_bytes, collectives(vstage)), &x.reduce_bytes, gather_bytes);
         break;
       case ActionKind::kRelease:
         break;

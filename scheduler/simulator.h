@@ -28,7 +28,10 @@ namespace scheduler {
 struct Link {
   double alpha_s = 0;           // latency per message
   double bytes_per_s = 1e300;   // bandwidth
-  double Time(double bytes) const { return bytes > 0 ? alpha_s + bytes / bytes_per_s : 0.0; }
+  // `bytes` moved by `messages` collectives or sends: each pays the latency, the bytes once.
+  double Time(double bytes, double messages = 1) const {
+    return bytes > 0 ? messages * alpha_s + bytes / bytes_per_s : 0.0;
+  }
 };
 
 struct CostModel {
