@@ -147,6 +147,42 @@ TEST(CostModel, LayerCostByHand) {
   EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
 }
 
+// Sequence parallelism: forward 2 x (all-gather + reduce-scatter) of the b*s*h activation, their
+// conjugates in the backward, and the backward's re-gather of the two column-parallel inputs:
+// blocking (benchmarks/baseline_3d), or behind each one's input-gradient GEMM (Megatron).
+TEST(CostModel, SequenceParallelBackwardRegathersColumnInputs) {
+  Hardware h = Toy();
+  const ModelShape m = Small();
+  ComputeOptions o;
+  o.micro_batch = 2;
+  o.tp = 2;
+  o.sequence_parallel = true;
+  const double tokens = 64, act = tokens * 64 * 2, peak = 100e12 * 0.5;
+  const double ag = CollectiveSeconds(h, CollectiveKind::kAllGather, act, 2, 2);
+  const double rs = CollectiveSeconds(h, CollectiveKind::kReduceScatter, act, 2, 2);
+  o.async_tp_backward = false;
+  const ActionCost blocking = LayerCost(m, h, o);
+  EXPECT_NEAR(blocking.tp_forward_s, 2 * (ag + rs), 1e-18);
+  EXPECT_NEAR(blocking.tp_backward_extra_s, 2 * ag, 1e-18);
+  EXPECT_NEAR(blocking.tp_comm_s, 4 * (ag + rs) + 2 * ag, 1e-18);
+  // Input-gradient GEMMs of QKV (64 tokens x 96 -> 64) and MLP up (64 x 128 -> 64) at tp 2.
+  const double qkv_di = 2 * tokens * 96 * 64 / peak, up_di = 2 * tokens * 128 * 64 / peak;
+  // A latency-only link whose gather outlasts the QKV GEMM but not the MLP's.
+  h.intra.bytes_per_s = 1e30;
+  h.intra.latency_s = 0.5 * (qkv_di + up_di);
+  const double ag_slow = CollectiveSeconds(h, CollectiveKind::kAllGather, act, 2, 2);
+  ASSERT_GT(ag_slow, qkv_di);
+  ASSERT_LT(ag_slow, up_di);
+  o.async_tp_backward = true;
+  const ActionCost async = LayerCost(m, h, o);
+  const double expected = std::max(0.0, ag_slow - qkv_di) + std::max(0.0, ag_slow - up_di);
+  EXPECT_NEAR(async.tp_backward_extra_s, expected, 1e-15);
+  o.async_tp_backward = false;
+  const ActionCost slow_blocking = LayerCost(m, h, o);
+  EXPECT_NEAR(slow_blocking.backward_input_s - async.backward_input_s, 2 * ag_slow - expected, 1e-15);
+  EXPECT_NEAR(slow_blocking.backward_weight_s, async.backward_weight_s, 1e-18);
+}
+
 // Tensor parallelism outside the layers: the embedding's reduction (forward only), the head's
 // input copy (its backward all-reduces) and the vocabulary-parallel loss's all-gather of each
 // token's maximum and two fp32 all-reduces; with sequence parallelism a reduce-scatter into the

@@ -56,10 +56,12 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
       {(m.swiglu ? 2.0 : 1.0) * m.ffn / t, h},    // MLP up (+ gate)
       {h, m.ffn / t},                             // MLP down (row parallel)
   };
-  for (const auto& g : gemms) {
-    const double n = g[0], k = g[1];
+  double column_di[2] = {0, 0};  // input-gradient GEMMs of the column-parallel QKV and MLP up
+  for (int i = 0; i < 4; ++i) {
+    const double n = gemms[i][0], k = gemms[i][1];
     const double f = MatmulSeconds(hw, tokens, n, k);
     const double di = MatmulSeconds(hw, tokens, k, n);  // dX = dY W^T
+    if (i % 2 == 0) column_di[i / 2] = di;
     const double dw = MatmulSeconds(hw, k, n, tokens);  // dW = X^T dY
     c.forward_s += f;
     c.backward_input_s += di;
@@ -97,13 +99,24 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
                            : 2 * CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
     c.tp_forward_s = fwd;
     c.tp_comm_s = 2 * fwd;
+    if (o.sequence_parallel) {
+      // A column-parallel linear keeps only its input's sequence shard for the backward and
+      // gathers it again there for the weight gradient: 2 more all-gathers per layer. Blocking
+      // (benchmarks/baseline_3d waits at once), or issued before that linear's input-gradient
+      // GEMM and waited after it (Megatron's asynchronous backward): only the excess counts.
+      const double gather = CollectiveSeconds(hw, CollectiveKind::kAllGather, act, o.tp, o.tp);
+      for (const double di : column_di) {
+        c.tp_backward_extra_s += o.async_tp_backward ? std::max(0.0, gather - di * o.compute_scale) : gather;
+      }
+      c.tp_comm_s += c.tp_backward_extra_s;
+    }
   }
   // The fixed per-layer cost (eager dispatch): a third in the forward, a third in each backward
   // half (set by hand: a backward runs about two operators per forward operator, its input and
   // weight gradients; the 1-rank runs ./zpp calibrate fits put 29% of it in the forward).
   const double fixed = hw.layer_overhead_s / 3;
   c.forward_s = c.forward_s * o.compute_scale + fixed + c.tp_forward_s;
-  c.backward_input_s = c.backward_input_s * o.compute_scale + fixed + c.tp_forward_s;
+  c.backward_input_s = c.backward_input_s * o.compute_scale + fixed + c.tp_forward_s + c.tp_backward_extra_s;
   c.backward_weight_s = c.backward_weight_s * o.compute_scale + fixed;
   c.backward_weight_s += m.LayerParameters() / t * hw.grad_handling_s_per_param * o.share;
   return c;

@@ -10,7 +10,8 @@
 // micro-batch (a third each to F, Bi and W): eager execution's per-operator cost on a CPU box.
 // Tensor parallelism (Megatron): per layer, 2 all-reduces of the b*s*h activation in forward and
 // 2 in backward (with sequence parallelism: all-gathers and reduce-scatters of the same total),
-// on the critical path, inside F and Bi. The executor's gradient bookkeeping
+// on the critical path, inside F and Bi; with sequence parallelism the backward also gathers each
+// column-parallel input again (ComputeOptions::async_tp_backward). The executor's gradient bookkeeping
 // (grad_handling_ns_per_param per parameter of the layer, per micro-batch) is part of W.
 // Collectives: alpha-beta per algorithm over the group's link class: a group inside one node
 // uses the intra-node link; a group spanning nodes with g of its ranks per node gets
@@ -57,6 +58,10 @@ struct ComputeOptions {
   // for the gradient bookkeeping term (1 in the predictor).
   double compute_scale = 1;
   double share = 1;
+  // Sequence parallelism's backward re-gather of a column-parallel linear's input: overlapped
+  // with the input-gradient GEMMs (Megatron, the planner's 3D on GPUs) or blocking
+  // (benchmarks/baseline_3d, the 3D measured on a CPU box).
+  bool async_tp_backward = true;
 };
 
 // One micro-batch through one layer (or the LM head and loss), split as the simulator needs it.
@@ -71,6 +76,7 @@ struct ActionCost {
   // backward_input_s, tp_forward_s of them in the forward.
   double tp_comm_s = 0;
   double tp_forward_s = 0;
+  double tp_backward_extra_s = 0;  // of tp_comm_s, in the backward beyond the forward's conjugates
   double Backward() const { return backward_input_s + backward_weight_s; }
 };
 

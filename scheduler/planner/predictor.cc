@@ -122,6 +122,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   co.sequence_parallel = l.sequence_parallel;
   co.micro_batch = l.micro_batch;
   co.compute_scale = hw.compute_overhead;
+  co.async_tp_backward = hw.shared_compute_units == 0;  // GPUs: Megatron; a CPU box: benchmarks/baseline_3d
   const ActionCost layer = LayerCost(m, blocking, co);
   const ActionCost head = HeadCost(m, blocking, co);
   const ActionCost embed = EmbeddingCost(m, blocking, co);
