@@ -20,10 +20,10 @@
 #     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
 #     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
-#     reductions, pipeline sends) run beside compute;
+#     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted;
 #   - blocking collectives inside the box while its ranks outnumber its cores (the 3D runs' tensor-
 #     parallel pairs, a pipeline's receives): two 2-rank groups at once, one busy thread per rank,
-#     5 sweeps each, fitted the same way (intra_node_oversubscribed);
+#     9 sweeps each up to 4 MiB (a chunk's gather), fitted the same way (intra_node_oversubscribed);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
@@ -33,15 +33,15 @@ mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --v
 echo "$mm" | sed 's/^/calibrate: /'
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
-# The two-node links under load: one busy thread per rank while the 4 ranks run the sweep, 3 times
-# (the per-size median is fitted).
+# The two-node links under load: one busy thread per rank while the 4 ranks run the sweep, 5 times
+# (the per-size median is fitted; with 3, the fitted latency moved 1.5x between calibrations).
 two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather rows, every sweep
   local spin=() i
   for ((i = 0; i < 4; i++)); do
     timeout 600 bash -c 'while :; do :; done' &
     spin+=($!)
   done
-  for ((i = 0; i < 3; i++)); do
+  for ((i = 0; i < 5; i++)); do
     tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1 |
       grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
   done
@@ -50,8 +50,10 @@ two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather row
 }
 # Blocking collectives on this box while its ranks outnumber its cores (tensor parallelism's pairs
 # in the 3D runs, a pipeline's sends and receives): two 2-rank groups at once, one busy thread per
-# rank, each group sweeping REPS times (single sweeps vary several-fold: the per-size median is fitted).
-REPS=5
+# rank, each group sweeping REPS times (single sweeps vary several-fold: the per-size median is fitted;
+# with 5 each, medians moved up to 2x between calibrations), up to 4 MiB: the sizes a chunk's gather
+# and a TP pair's activations take.
+REPS=9
 pair_sweep() {  # prints both groups' rank 0 ring all-gather rows, every sweep
   local spin=() runs=() i
   for ((i = 0; i < 4; i++)); do
@@ -61,7 +63,7 @@ pair_sweep() {  # prints both groups' rank 0 ring all-gather rows, every sweep
   for ((i = 0; i < 2; i++)); do
     for ((k = 0; k < REPS; k++)); do
       bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29700 + i)) -- \
-        bazel-bin/benchmarks/collectives_bench --max-bytes 1048576 2>&1
+        bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1
     done >"$PAIRS/pair$i.txt" &
     runs+=($!)
   done
