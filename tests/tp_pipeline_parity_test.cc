@@ -56,10 +56,11 @@ kernels::AdamWHyper Hyper(bool llama) {
   h.lr = 1e-2f;
   h.weight_decay = 0.05f;
   h.eps = 1e-6f;  // the key bias's gradient is rounding noise (see engine_parity_test.cc)
-  // The tiny Llama at lr 1e-2 amplifies rounding differences between TP's and the reference's
-  // summation orders in its attention weights to ~2e-5 of them over 10 steps (its losses still
-  // agree to 1e-6); at lr 3e-3 they stay within the engine parity tolerance.
-  if (llama) h.lr = 3e-3f;
+  // AdamW's first step moves an element whose gradient g is rounding noise by lr * g / (|g| + eps):
+  // with eps 1e-6, TP's and the reference's summation orders put a value weight of the tiny Llama
+  // 2.4e-5 apart after one step on an AMD EPYC (lr 3e-3; the bound is 1e-5), while their losses
+  // agreed to 1e-6. With eps 1e-4 the worst is 1.4e-6 after 10 steps at lr 1e-2.
+  if (llama) h.eps = 1e-4f;
   return h;
 }
 
