@@ -146,9 +146,10 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     switch (a.kind) {
       case ActionKind::kGather: {
         const Link& link = cost.has_intra_blocking && WaitedAtOnce(s.ranks[r], x.pc) ? cost.intra_blocking : cost.intra;
-        x.gather_ready[a.chunk] = on_comm(
-            cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0,
-            &x.gather_bytes, gather_bytes);
+        const double gather_s =
+            cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) + chunk_bytes(vstage) / cost.copy_bytes_per_s
+                          : 0.0;
+        x.gather_ready[a.chunk] = on_comm(gather_s, &x.gather_bytes, gather_bytes);
         break;
       }
       case ActionKind::kReduceGrad:

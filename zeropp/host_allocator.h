@@ -35,7 +35,7 @@ struct HostAllocatorSettings {
   int64_t trim_threshold = 0;  // free memory kept at the heap top before it is given back
   // CPU tensors in [large_block_bytes, mmap_threshold) come from the block cache; freed blocks are
   // kept for reuse up to cache_cap_bytes in all (above it a freed block is unmapped), and trimmed
-// to the peak in use (above).
+  // to the peak in use (above).
   int64_t large_block_bytes = 0;
   int64_t cache_cap_bytes = 0;
   bool applied = false;  // false where the C library is not glibc

@@ -11,8 +11,8 @@
 // Tensor parallelism (Megatron): per layer, 2 all-reduces of the b*s*h activation in forward and
 // 2 in backward (with sequence parallelism: all-gathers and reduce-scatters of the same total),
 // on the critical path, inside F and Bi; with sequence parallelism the backward also gathers each
-// column-parallel input again (ComputeOptions::async_tp_backward). The executor's gradient bookkeeping
-// (grad_handling_ns_per_param per parameter of the layer, per micro-batch) is part of W.
+// column-parallel input again (ComputeOptions::async_tp_backward). The executor's gradient
+// bookkeeping (grad_handling_ns_per_param per parameter of the layer, per micro-batch) is part of W.
 // Collectives: alpha-beta per algorithm over the group's link class: a group inside one node
 // uses the intra-node link; a group spanning nodes with g of its ranks per node gets
 // min(intra, inter_node_total * g / devices_per_node), every local rank being in a concurrent
