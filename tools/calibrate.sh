@@ -22,8 +22,9 @@
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
 #     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted;
 #   - blocking collectives inside the box while its ranks outnumber its cores (the 3D runs' tensor-
-#     parallel pairs, a pipeline's receives): two 2-rank groups at once, one busy thread per rank,
-#     9 sweeps each up to 4 MiB (a chunk's gather), fitted the same way (intra_node_oversubscribed);
+#     parallel pairs, a pipeline's receives): two tp=2 training jobs of the 3D baseline at once, at
+#     shapes the validated layouts do not run, their TP waits fitted (tools/calibrate_tp_pairs.sh,
+#     intra_node_oversubscribed);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
@@ -48,34 +49,6 @@ two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather row
   kill "${spin[@]}" 2>/dev/null
   wait "${spin[@]}" 2>/dev/null || true
 }
-# Blocking collectives on this box while its ranks outnumber its cores (tensor parallelism's pairs
-# in the 3D runs, a pipeline's sends and receives): two 2-rank groups at once, one busy thread per
-# rank, each group sweeping REPS times (single sweeps vary several-fold: the per-size median is fitted;
-# with 5 each, medians moved up to 2x between calibrations), up to 4 MiB: the sizes a chunk's gather
-# and a TP pair's activations take.
-REPS=9
-pair_sweep() {  # prints both groups' rank 0 ring all-gather rows, every sweep
-  local spin=() runs=() i
-  for ((i = 0; i < 4; i++)); do
-    timeout 600 bash -c 'while :; do :; done' &
-    spin+=($!)
-  done
-  for ((i = 0; i < 2; i++)); do
-    for ((k = 0; k < REPS; k++)); do
-      bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29700 + i)) -- \
-        bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1
-    done >"$PAIRS/pair$i.txt" &
-    runs+=($!)
-  done
-  wait "${runs[@]}"
-  kill "${spin[@]}" 2>/dev/null
-  wait "${spin[@]}" 2>/dev/null || true
-  cat "$PAIRS"/pair*.txt | grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
-}
-PAIRS="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate-pairs.XXXXXX")"
-pairs="$(pair_sweep)"
-rm -rf "$PAIRS"
-echo "$pairs" | sed 's/^/calibrate: two 2-rank groups at once, loaded (every sweep): /'
 veth="$(two_node_sweep)"
 echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded (every sweep): /'
 shaped="$(two_node_sweep --rate 1gbit)"
@@ -91,7 +64,6 @@ out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 coll = """$coll"""
 veth = """$veth"""
-pairs = """$pairs"""
 shaped = """$shaped"""
 def fit_link(rows, p=4):
     # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on relative
@@ -112,7 +84,6 @@ def medians(rows):  # the median time of each size over repeated sweeps, as rows
     return "\n".join("all_gather(ring) %d %.1f" % (s, sorted(ts)[len(ts) // 2]) for s, ts in sorted(by_size.items()))
 veth_gbps, veth_us = fit_link(medians(veth))
 shaped_gbps, shaped_us = fit_link(medians(shaped))
-pair_gbps, pair_us = fit_link(medians(pairs), 2)
 peak = float(re.search(r"square_gflops=([0-9.]+)", mm).group(1))
 shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
           re.findall(r"\[(\d+) x (\d+)\] x \[(\d+) x (\d+)\]: ([0-9.]+) GFLOP/s", mm)]
@@ -134,10 +105,9 @@ hw = {
             "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
             "%.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two nodes of 2 ranks (tools/two_nodes.sh, "
             "one busy thread per rank), ring all-gather fitted: tc tbf 1gbit (inter_node) %.3f GB/s bus, %.0f us per hop; "
-            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; two 2-rank groups at once (one busy thread per "
-            "rank), ring all-gather fitted (intra_node_oversubscribed): %.3f GB/s bus, %.0f us per hop"
+            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
-               veth_gbps, veth_us, pair_gbps, pair_us),
+               veth_gbps, veth_us),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
@@ -147,7 +117,6 @@ hw = {
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
-  "intra_node_oversubscribed": {"bandwidth_gbps": pair_gbps, "latency_us": pair_us, "efficiency": 1.0},
   "comm_cpu_gbps": bus,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "allreduce_algorithm": "ring",
@@ -251,3 +220,5 @@ print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer 
 print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (oversubscribed,
                                                                            len(over.splitlines()), hw["shared_compute_units"]))
 PY
+# Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
+tools/calibrate_tp_pairs.sh "$OUT"

@@ -33,8 +33,8 @@
 //                                CPU box: measured while every core computes, as in training)
 //   intra_node_oversubscribed {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the
 //                                intra-node link as a blocking collective sees it while the box's
-//                                ranks outnumber its cores (two 2-rank groups at once with a busy
-//                                thread each: the partner must be scheduled before it answers);
+//                                ranks outnumber its cores (two tp=2 jobs of the 3D baseline at once,
+//                                their TP waits fitted: the partner must be scheduled to answer);
 //                                tensor-parallel collectives, same-node pipeline receives and
 //                                step-end collectives use it there (prefetched gathers do not)
 //   oversubscribed_compute_factor optional, CPU boxes, default 1: how much slower a core's compute
