@@ -11,8 +11,8 @@
 # links); latency and bandwidth are fitted, least squares on relative error, to the three shapes.
 #
 # Why not a collectives sweep: with busy threads standing in for the partners' compute, the fitted
-# per-hop latency moved from 754 to 1820 us between calibrations (planner-local r4-r7), while the
-# TP waits the 3D runs measured stayed within 0.23-0.35 s per step. A waiting rank's partner here is
+# per-hop latency moved from 754 to 1820 us between calibrations (planner-local r4-r8), while the
+# TP waits the 3D runs measured stayed within 0.20-0.35 s per step. A waiting rank's partner here is
 # a rank that computes and itself waits, which a spinning thread is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,11 @@ OUT="${1:?usage: tools/calibrate_tp_pairs.sh HW.json}"
 [[ -f "$OUT" ]] || { echo "calibrate_tp_pairs: '$OUT' does not exist (run ./zpp calibrate first)" >&2; exit 2; }
 bazel build //tools:launcher //tools:plan //benchmarks/baseline_3d:train_3d >/dev/null 2>&1 ||
   bazel build //tools:launcher //tools:plan //benchmarks/baseline_3d:train_3d
-UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
-JOBS=$((UNITS))  # 2-rank jobs: twice as many ranks as cores
+UNITS=$(python3 -c "import json; print(int(json.load(open('$OUT')).get('shared_compute_units', 0)))" 2>/dev/null) ||
+  { echo "calibrate_tp_pairs: '$OUT' is not a JSON hardware description" >&2; exit 2; }
+((UNITS > 0)) ||
+  { echo "calibrate_tp_pairs: '$OUT': shared_compute_units is ${UNITS}, expected a CPU box's cores (> 0)" >&2; exit 2; }
+JOBS=$UNITS  # 2-rank jobs: twice as many ranks as cores
 M=8 DEPTH=4 WIDTH=256 HEADS=4
 # context, micro-batch: 64, 128 and 1024 tokens a micro-batch (TP messages of 64 KiB to 1 MiB); the
 # validated layouts run 256 and 512 (context 128, micro-batch 2 and 4).
@@ -43,7 +46,9 @@ for k in "${!SHAPES[@]}"; do
     wait "$p" || { echo "calibrate_tp_pairs: a tp=2 job at context $ctx, micro-batch $mb failed:" >&2;
                    tail -5 "$WORK"/job$k-*.txt >&2; exit 1; }
   done
-  wait_s="$(cat "$WORK"/job$k-*.txt | grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' | awk '{ s += $1 } END { print s / NR }')"
+  wait_s="$(cat "$WORK"/job$k-*.txt | grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' | awk '{ s += $1 } END { if (NR) print s / NR }')" ||
+    true
+  [[ -n "$wait_s" ]] || { echo "calibrate_tp_pairs: the tp=2 jobs at context $ctx printed no tp_wait_s_per_step" >&2; exit 1; }
   # The planner's TP time for this job on two unit links: latency 1000 us alone, 1 GB/s alone.
   coef=()
   for link in '{"bandwidth_gbps": 1e6, "latency_us": 1000, "efficiency": 1}' \
