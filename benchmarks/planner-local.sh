@@ -3,7 +3,10 @@
 # machine by ./zpp calibrate) beside every layout measured by ./zpp bench zeropp-vs-3d (shaped and
 # unshaped) and ./zpp bench pipeline (pp=4, pp=2); RESULT lines: share of layouts within 10% (step
 # time; peak memory where the bench measured it).
-#   ./zpp bench planner-local            the newest committed results of both benches
+#   ./zpp bench planner-local            the newest committed --fresh output
+#                                        (benchmarks/results/planner-local-DATE-rN.txt), whose
+#                                        calibration is the committed cpu-local.json, predicted again
+#                                        by the current planner (as --from that file)
 #   ./zpp bench planner-local --fresh    calibrate, then run both benches, in this invocation (the
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
@@ -16,11 +19,15 @@ cd "$(dirname "$0")/.."
 bazel build //tools:plan
 HW=scheduler/planner/hardware/cpu-local.json
 echo "# command: ./zpp bench planner-local $*  ($(date -u +%Y-%m-%d))"
-case "${1:-}" in
-  "")
-    [[ -f $HW ]] || tools/calibrate.sh
-    python3 benchmarks/planner_local.py --hardware "$HW"
-    ;;
+if (($# == 0)); then
+  # Measurements and calibration from one invocation: the benches' own committed tables may come from
+  # another machine than cpu-local.json.
+  NEWEST="$(ls benchmarks/results/planner-local-*-r[0-9]*.txt 2>/dev/null | grep -E -- '-r[0-9]+\.txt$' | sort -V | tail -1)"
+  [[ -n "$NEWEST" ]] ||
+    { echo "planner-local: no committed --fresh output in benchmarks/results/ (run ./zpp bench planner-local --fresh)" >&2; exit 2; }
+  set -- --from "$NEWEST"
+fi
+case "$1" in
   --fresh)
     WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
     trap 'rm -rf "$WORK"' EXIT
