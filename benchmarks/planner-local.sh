@@ -22,7 +22,8 @@ echo "# command: ./zpp bench planner-local $*  ($(date -u +%Y-%m-%d))"
 if (($# == 0)); then
   # Measurements and calibration from one invocation: the benches' own committed tables may come from
   # another machine than cpu-local.json.
-  NEWEST="$(ls benchmarks/results/planner-local-*-r[0-9]*.txt 2>/dev/null | grep -E -- '-r[0-9]+\.txt$' | sort -V | tail -1)"
+  NEWEST="$(ls benchmarks/results/planner-local-*-r[0-9]*.txt 2>/dev/null | grep -E -- '-r[0-9]+\.txt$' | sort -V |
+    tail -1)" || NEWEST=""
   [[ -n "$NEWEST" ]] ||
     { echo "planner-local: no committed --fresh output in benchmarks/results/ (run ./zpp bench planner-local --fresh)" >&2; exit 2; }
   set -- --from "$NEWEST"
