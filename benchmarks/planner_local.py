@@ -2,17 +2,17 @@
 """planner_local.py: the planner's predictions beside the measurements taken on this machine.
 
 Reads the output of `./zpp bench zeropp-vs-3d` (both link shapings) and `./zpp bench pipeline`
-(pp=4 and pp=2), by default their newest committed results, predicts every layout with
+(pp=4 and pp=2), taken in the same invocation as the calibration (benchmarks/planner-local.sh keeps
+them in its --fresh output), predicts every layout with
 bazel-bin/tools/plan --predict on the calibrated description (scheduler/planner/hardware/
 cpu-local.json, from ./zpp calibrate, which never looks at these runs), and prints
 prediction/measurement per layout; RESULT lines give the share within 10% and the mean error, for
 step time and (zeropp-vs-3d) peak memory, against the peak tensor bytes (what the memory model
 predicts: what training holds, as a GPU's peak allocated bytes) and against peak RSS (that plus what
 the allocators keep after a free).
-  planner_local.py [--hardware JSON] [--vs3d FILE] [--pipeline FILE]
+  planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE
 """
 import argparse
-import glob
 import json
 import re
 import subprocess
@@ -20,13 +20,6 @@ import sys
 
 PLAN = "bazel-bin/tools/plan"
 HW = "scheduler/planner/hardware/cpu-local.json"  # the default of --hardware
-
-
-def newest(pattern):
-    files = sorted(glob.glob(pattern))
-    if not files:
-        sys.exit(f"planner_local: no file matches {pattern}; run the benchmark first")
-    return files[-1]
 
 
 MIB = 1048576 / 1e6  # /proc's kB are KiB: RSS in MiB to MB
@@ -72,8 +65,8 @@ PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 se
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hardware", default=HW)
-    ap.add_argument("--vs3d", default=None)
-    ap.add_argument("--pipeline", default=None)
+    ap.add_argument("--vs3d", required=True)
+    ap.add_argument("--pipeline", required=True)
     args = ap.parse_args()
     hw = hardware(args.hardware)
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
@@ -84,7 +77,7 @@ def main():
                 else ["--inter-gbps", str(intra_gbps)])
     reserved_mb = hw["memory"]["reserved_gb"] * 1e3
     rows, tp_rows = [], []
-    vs = args.vs3d or newest("benchmarks/results/zeropp-vs-3d-2*[0-9].txt")
+    vs = args.vs3d
     gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
     cols = {}
     for line in open(vs):
@@ -108,7 +101,7 @@ def main():
         if "tp_wait_s" in cols and f[cols["tp_wait_s"]] != "-":
             tp_rows.append((f"{f[0]} ({f[1]})", float(f[cols["tp_wait_s"]]), float(p["tp_collectives_s"]),
                             measured_s, float(p["step_s"])))
-    pipe = args.pipeline or newest("benchmarks/results/pipeline-2*[0-9].txt")
+    pipe = args.pipeline
     pp = None
     for line in open(pipe):
         m = re.search(r"pipeline bench: .*pp=(\d+)", line)

@@ -71,11 +71,7 @@ def fit_link(rows, p=4):
     pts = [(float(s), float(t) * 1e-6) for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows)]
     if len(pts) < 3:
         sys.exit("calibrate: a link sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
-    alpha, inv_bus, alpha_alone, inv_bus_alone = relative_fit.fit([(p - 1, (p - 1) / p * s, t) for s, t in pts])
-    if alpha <= 0:  # bandwidth alone
-        alpha, inv_bus = 0.0, inv_bus_alone
-    if inv_bus <= 0:  # latency alone
-        alpha, inv_bus = alpha_alone, 1e-12
+    alpha, inv_bus = relative_fit.fit_link([(p - 1, (p - 1) / p * s, t) for s, t in pts])
     return round(1 / inv_bus / 1e9, 4), round(alpha * 1e6, 1)
 def medians(rows):  # the median time of each size over repeated sweeps, as rows fit_link reads
     by_size = {}

@@ -69,11 +69,7 @@ out, rows = sys.argv[1], [r.split() for r in sys.argv[2].strip().splitlines()]
 # wait = A * latency + B / bandwidth; A: seconds per second of latency (unit run at 1000 us), B:
 # seconds times bytes per second (unit run at 1 GB/s).
 pts = [(float(a) / 1e-3, float(b) * 1e9, float(w)) for _, _, w, a, b in rows]
-alpha, inv_bw, alpha_alone, inv_bw_alone = relative_fit.fit(pts)
-if alpha <= 0:
-    alpha, inv_bw = 0.0, inv_bw_alone
-if inv_bw <= 0:
-    alpha, inv_bw = alpha_alone, 1e-12
+alpha, inv_bw = relative_fit.fit_link(pts)
 gbps, us = round(1 / inv_bw / 1e9, 4), round(alpha * 1e6, 1)
 fit = ", ".join("context %s x %s: %.4f s measured / %.4f s fitted" % (c, mb, w, alpha * a + inv_bw * b)
                 for (c, mb, *_), (a, b, w) in zip(rows, pts))

@@ -1,4 +1,5 @@
-"""relative_fit.py: the two-term least-squares fit ./zpp calibrate uses (tools/calibrate.sh).
+"""relative_fit.py: the two-term least-squares fit ./zpp calibrate uses (tools/calibrate.sh,
+tools/calibrate_tp_pairs.sh).
 
 Fits y ~ a*u + b*v to rows (u, v, y) minimising sum(((a*u + b*v) / y - 1)^2): relative error, so
 that small and large points count alike. Closed form for two unknowns; numpy is not needed.
@@ -15,3 +16,15 @@ def fit(rows):
     b2 = sum(v for _, v in x)
     det = a11 * a22 - a12 * a12
     return (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det, b1 / a11, b2 / a22
+
+
+def fit_link(rows):
+    """fit() for a link, rows (hops, bytes factor, seconds): returns (latency, seconds per byte), neither
+    negative: a negative latency falls back to bandwidth alone, then a non-positive per-byte cost to
+    latency alone (the per-byte cost 1e-12: bandwidth unbounded)."""
+    alpha, inv, alpha_alone, inv_alone = fit(rows)
+    if alpha <= 0:
+        alpha, inv = 0.0, inv_alone
+    if inv <= 0:
+        alpha, inv = alpha_alone, 1e-12
+    return alpha, inv
