@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   std::string worst;
   double worst_err = 0;
   int sources = 0;
-  std::printf("%-30s %5s %-28s %10s %10s %8s %7s %7s  %s\n", "case", "gpus", "layout", "measured_s", "predicted_s",
+  std::printf("%-30s %5s %-38s %10s %10s %8s %7s %7s  %s\n", "case", "gpus", "layout", "measured_s", "predicted_s",
               "error", "MFU_pr", "mem_GB", "dominant");
   for (int i = 1; i < argc; ++i) {
     try {
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
         const double err = p.step_s / measured - 1;
         errors.push_back(std::fabs(err));
         if (std::fabs(err) > worst_err) worst_err = std::fabs(err), worst = m.name;
-        std::printf("%-30s %5d %-28s %10.2f %10.2f %+7.1f%% %6.1f%% %7.1f  %s\n", m.name.c_str(), l.Devices(),
+        std::printf("%-30s %5d %-38s %10.2f %10.2f %+7.1f%% %6.1f%% %7.1f  %s\n", m.name.c_str(), l.Devices(),
                     l.Name().c_str(), measured, p.step_s, 100 * err, 100 * p.mfu, p.memory.Total() / 1e9,
                     p.Dominant().c_str());
       }
