@@ -72,7 +72,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     std::map<int, double> gather_ready;
     std::map<std::pair<int, int>, double> act_ready, grad_ready;  // (own chunk, mb) -> arrival
     std::map<std::pair<int, int>, Key> act_posted, grad_posted;   // posted receives not yet arrived
-    double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;
+    double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0, blocking_gather_s = 0;
     std::deque<Work> queue;
     bool running = false;
     double start = 0, left = 0;  // the running work: when it starts, its seconds still to do
@@ -145,10 +145,11 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     };
     switch (a.kind) {
       case ActionKind::kGather: {
-        const Link& link = cost.has_intra_blocking && WaitedAtOnce(s.ranks[r], x.pc) ? cost.intra_blocking : cost.intra;
-        const double gather_s =
-            cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) + chunk_bytes(vstage) / cost.copy_bytes_per_s
-                          : 0.0;
+        const bool at_once = WaitedAtOnce(s.ranks[r], x.pc);
+        const Link& link = cost.has_intra_blocking && at_once ? cost.intra_blocking : cost.intra;
+        const double wire_s = cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) : 0.0;
+        if (at_once) x.blocking_gather_s += wire_s;
+        const double gather_s = cost.zero > 1 ? wire_s + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0;
         x.gather_ready[a.chunk] = on_comm(gather_s, &x.gather_bytes, gather_bytes);
         break;
       }
@@ -311,6 +312,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     res.gather_bytes_per_rank = std::max(res.gather_bytes_per_rank, st[r].gather_bytes);
     res.reduce_bytes_per_rank = std::max(res.reduce_bytes_per_rank, st[r].reduce_bytes);
     res.p2p_bytes_per_rank = std::max(res.p2p_bytes_per_rank, st[r].p2p_bytes);
+    res.blocking_gather_s = std::max(res.blocking_gather_s, st[r].blocking_gather_s);
   }
   res.bubble = busy > 0 ? (pp * (res.step_s - cost.optimizer_s) - busy) / busy : 0;
   return res;

@@ -104,6 +104,9 @@ struct SimResult {
   double gather_bytes_per_rank = 0;  // max over ranks, bytes sent
   double reduce_bytes_per_rank = 0;
   double p2p_bytes_per_rank = 0;
+  // Max over ranks of the link time of the gathers each rank waits on at once (WaitedAtOnce: no
+  // computation between the gather and its chunk's), the copy into the unsharded buffer excluded.
+  double blocking_gather_s = 0;
   std::vector<SimEvent> events;
   std::string ChromeTraceJson() const;
 };

@@ -5,7 +5,9 @@
 # "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan --predict`'s prediction
 # for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB), and so do the host tensor
 # bytes rank 0 holds between steps (within 3% or 0.1 MB). Then plan's refusals: zero
-# GPUs, and a model that fits nowhere (it names the smallest memory any layout needs).
+# GPUs, and a model that fits nowhere (it names the smallest memory any layout needs); and
+# `--predict --trace`: the simulated step as Chrome trace JSON, one track per pipeline rank, its last
+# event ending at the predicted step time.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -60,6 +62,27 @@ if [[ $rc -eq 3 ]] && grep -qP '^plan: no layout fits gpt3-175b on 8 x a100-80gb
   pass "a model that fits nowhere names the smallest need"
 else
   fail "fits nowhere (rc=$rc): $out"
+fi
+trace="$(mktemp -d "${TEST_TMPDIR:-/tmp}/plan-trace.XXXXXX")/sim.json"
+out="$("$PLAN" --predict "${SHAPE[@]}" --design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --trace "$trace" 2>&1)"; rc=$?
+step="$(grep -oP '(?<=step_s=)[0-9.]+' <<<"$out")"
+if [[ $rc -eq 0 && -n "$step" ]] && python3 - "$trace" "$step" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+end = max(e["ts"] + e["dur"] for e in ev) / 1e6
+sys.exit(0 if {e["tid"] for e in ev} == {0, 1} and abs(end - float(sys.argv[2])) <= 1e-6 + 1e-5 * end else 1)
+PY
+then
+  pass "--trace: 2 tracks, ending at step_s=$step"
+else
+  fail "--trace (rc=$rc): $out"
+fi
+[[ ! -e "$trace.tmp" ]] || fail "--trace left its temporary file"
+out="$("$PLAN" --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --prefetch 0 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == *"prefetch(0): ZeRO-3 takes 0 or more units ahead; other designs take only 1"* ]]; then
+  pass "--prefetch refused outside ZeRO-3"
+else
+  fail "--prefetch outside ZeRO-3 (rc=$rc): $out"
 fi
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -74,6 +74,15 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(o.intra_oversubscribed.Effective(), 0.3e9);
   EXPECT_DOUBLE_EQ(o.intra_oversubscribed.latency_s, 700e-6);
   EXPECT_DOUBLE_EQ(o.oversubscribed_compute_factor, 1.05);
+  EXPECT_EQ(o.intra_oversubscribed_gather.bytes_per_s, 0);  // absent: the gathers use the link above
+  std::string gather = over;
+  gather.insert(gather.rfind('}'), ", \"intra_node_oversubscribed_gather\": {\"bandwidth_gbps\": 0.6, "
+                                   "\"latency_us\": 2200, \"efficiency\": 1}");
+  const Hardware g = ParseHardware(gather, "gather.json");
+  EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.Effective(), 0.6e9);
+  EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.latency_s, 2200e-6);
+  gather.replace(gather.find("0.6"), 3, "-1");
+  EXPECT_THROW(ParseHardware(gather, "gather.json"), std::invalid_argument);
   over.replace(over.find("1.05"), 4, "0.5");
   EXPECT_THROW(ParseHardware(over, "over.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);
@@ -583,6 +592,51 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   const scheduler::CostModel zc = BuildCostModel(m, z, box, 4);
   EXPECT_DOUBLE_EQ(zc.intra.bytes_per_s, BusBytesPerSecond(box, 4, 4));
   EXPECT_DOUBLE_EQ(zc.intra.alpha_s, 3 * box.intra.latency_s);
+  // A gather waited on at once (the simulator picks intra_blocking for it) pays the loaded link,
+  // or the gathers' own fit where the box has one; TP collectives keep intra_node_oversubscribed.
+  Hardware loaded_ring = box;
+  loaded_ring.intra = box.intra_oversubscribed;
+  EXPECT_TRUE(zc.has_intra_blocking);
+  EXPECT_DOUBLE_EQ(zc.intra_blocking.bytes_per_s, BusBytesPerSecond(loaded_ring, 4, 4));
+  EXPECT_DOUBLE_EQ(zc.intra_blocking.alpha_s, 3 * 700e-6);
+  Hardware fitted = box;
+  fitted.intra_oversubscribed_gather = {0.6e9, 2200e-6, 1};
+  const scheduler::CostModel gc = BuildCostModel(m, z, fitted, 4);
+  Hardware gather_ring = box;
+  gather_ring.intra = fitted.intra_oversubscribed_gather;
+  EXPECT_DOUBLE_EQ(gc.intra_blocking.bytes_per_s, BusBytesPerSecond(gather_ring, 4, 4));
+  EXPECT_DOUBLE_EQ(gc.intra_blocking.alpha_s, 3 * 2200e-6);
+  EXPECT_DOUBLE_EQ(gc.intra.bytes_per_s, zc.intra.bytes_per_s);
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, fitted, 4).forward_wait_s, c.forward_wait_s);
+}
+
+// ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
+// time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the
+// default prefetch of one unit only each pass's first gather is waited on at once.
+TEST(Planner, ZeroThreeWithoutPrefetchWaitsOnEveryGather) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1");
+  l.prefetch = 0;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_pf0");
+  const Prediction none = Predict(m, l, h, 32);
+  l.prefetch = 1;
+  const Prediction one = Predict(m, l, h, 32);
+  // Prefetching leaves only the first gather of each pass exposed: less waited-on link time, and
+  // the same bytes moved.
+  EXPECT_GT(none.blocking_gather_s, 0);
+  EXPECT_LT(one.blocking_gather_s, none.blocking_gather_s / 2);
+  EXPECT_DOUBLE_EQ(one.gather_bytes, none.gather_bytes);
+  EXPECT_GE(none.step_s, one.step_s);
+  // Other designs have no prefetch depth to set.
+  Layout p;
+  p.design = Design::kZeroPP;
+  p.pp = 2, p.zero = 2, p.u = 2, p.prefetch = 0;
+  EXPECT_NE(p.Check(m, 4, 4, 32).find("prefetch(0)"), std::string::npos);
 }
 
 // Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or

@@ -192,12 +192,15 @@ TEST(SimulatorTest, GathersWaitedOnAtOnceUseTheBlockingLink) {
   c.intra_blocking = {0.5, 2.5e5};  // 1 MB: 4.5 s
   // Chunk compute 1 s forward, 2 s backward. At once: G0 F G1 F B G0 B, each gather exposed.
   EXPECT_DOUBLE_EQ(Simulate(at_once, c).step_s, 3 * 1.1 + 2 * 1 + 2 * 2);
+  EXPECT_DOUBLE_EQ(Simulate(at_once, c).blocking_gather_s, 3 * 1.1);  // waited on at once, whichever link
   c.has_intra_blocking = true;
   EXPECT_DOUBLE_EQ(Simulate(at_once, c).step_s, 3 * 4.5 + 2 * 1 + 2 * 2);
+  EXPECT_DOUBLE_EQ(Simulate(at_once, c).blocking_gather_s, 3 * 4.5);
   // Prefetched: G0 is still waited on at once (F0.0 is next: blocking, ready at 4.5 s); G1, issued
   // behind it with F0.0 between it and its use, takes the unloaded link (ready at 5.6 s), so F1.0
   // starts at 5.6 s and the backwards follow.
   EXPECT_DOUBLE_EQ(Simulate(prefetched, c).step_s, 4.5 + 1.1 + 1 + 2 * 2);
+  EXPECT_DOUBLE_EQ(Simulate(prefetched, c).blocking_gather_s, 4.5);
 }
 
 // A chunk of several scheduling units is gathered and reduced by one collective per unit: each

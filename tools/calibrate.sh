@@ -21,10 +21,11 @@
 #     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
 #     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted;
-#   - blocking collectives inside the box while its ranks outnumber its cores (the 3D runs' tensor-
-#     parallel pairs, a pipeline's receives): two tp=2 training jobs of the 3D baseline at once, at
-#     shapes the validated layouts do not run, their TP waits fitted (tools/calibrate_tp_pairs.sh,
-#     intra_node_oversubscribed);
+#   - blocking collectives inside the box while its ranks outnumber its cores (tools/calibrate_pairs.sh,
+#     at shapes the validated layouts do not run): two tp=2 training jobs of the 3D baseline at once,
+#     their TP waits fitted (intra_node_oversubscribed: TP all-reduces, a pipeline's receives), and
+#     two 2-rank ZeRO-3 jobs without prefetch at once, their gather waits fitted
+#     (intra_node_oversubscribed_gather: whole units' all-gathers waited on at once);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
@@ -217,4 +218,4 @@ print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (o
                                                                            len(over.splitlines()), hw["shared_compute_units"]))
 PY
 # Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
-tools/calibrate_tp_pairs.sh "$OUT"
+tools/calibrate_pairs.sh "$OUT"

@@ -7,6 +7,8 @@
 //   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
 //       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] [--offload cpu|nvme] ...
 //   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
+//   ./zpp plan --predict LAYOUT FLAGS [--trace T.json]   one layout's PREDICT line; --trace writes
+//       the simulated step as Chrome trace JSON (one track per pipeline rank, as train --trace)
 // Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
 // flags after --model override the preset. Every layout of every design is enumerated, those
 // over the device memory dropped, the rest simulated (scheduler/planner) and ranked.
@@ -71,7 +73,8 @@ Flags Parse(int argc, char** argv) {
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
-         {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}};
+         {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
+         {"prefetch", "1"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -279,6 +282,7 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.v = static_cast<int>(f.Int("v", 1, 64));
   l.u = static_cast<int>(f.Int("u", 0, 1 << 20));
   l.micro_batch = static_cast<int>(f.Int("micro-batch", 1, 1 << 20));
+  l.prefetch = static_cast<int>(f.Int("prefetch", 0, 64));
   l.sequence_parallel = f.Has("sp");
   l.zero1 = f.Has("zero1");
   l.dp_outer = f.Has("dp-outer");
@@ -296,13 +300,31 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
 int RunPredict(const Flags& f) {
   const PlanRequest q = RequestFrom(f);
   const Layout l = LayoutFrom(f, q);
-  const Prediction p = Predict(q.model, l, q.hardware, q.global_batch);
+  const std::string trace = f.v.at("trace");
+  zeropp::scheduler::SimResult sim;
+  const Prediction p = Predict(q.model, l, q.hardware, q.global_batch, trace.empty() ? nullptr : &sim);
+  if (!trace.empty()) {  // written whole or not at all: a temporary file renamed into place
+    const std::string tmp = trace + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << sim.ChromeTraceJson();
+      if (!out.flush()) {
+        std::remove(tmp.c_str());
+        throw std::invalid_argument("--trace: cannot write '" + trace + "'");
+      }
+    }
+    if (std::rename(tmp.c_str(), trace.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw std::invalid_argument("--trace: cannot write '" + trace + "'");
+    }
+  }
   std::printf("PREDICT layout=%s step_s=%.6f tokens_per_s=%.1f mfu=%.4f mem_mb=%.2f model_state_mb=%.2f "
               "model_state_rank0_mb=%.2f unsharded_mb=%.2f activations_mb=%.2f working_mb=%.2f reserved_mb=%.2f compute_s=%.6f idle_s=%.6f "
-              "tp_collectives_s=%.6f gather_B=%.0f reduce_B=%.0f p2p_B=%.0f\n",
+              "tp_collectives_s=%.6f blocking_gather_s=%.6f gather_B=%.0f reduce_B=%.0f p2p_B=%.0f\n",
               l.Name().c_str(), p.step_s, p.tokens_per_s, p.mfu, p.memory.Total() / 1e6, p.memory.ModelState() / 1e6,
               p.rank0_model_state / 1e6, p.memory.unsharded / 1e6, p.memory.activations / 1e6, p.memory.working / 1e6, p.memory.reserved / 1e6,
-              p.compute_s, p.idle_s, p.tp_collectives_s, p.gather_bytes, p.reduce_bytes, p.p2p_bytes);
+              p.compute_s, p.idle_s, p.tp_collectives_s, p.blocking_gather_s, p.gather_bytes, p.reduce_bytes,
+              p.p2p_bytes);
   return 0;
 }
 

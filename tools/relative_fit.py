@@ -1,5 +1,5 @@
 """relative_fit.py: the two-term least-squares fit ./zpp calibrate uses (tools/calibrate.sh,
-tools/calibrate_tp_pairs.sh).
+tools/calibrate_pairs.sh).
 
 Fits y ~ a*u + b*v to rows (u, v, y) minimising sum(((a*u + b*v) / y - 1)^2): relative error, so
 that small and large points count alike. Closed form for two unknowns; numpy is not needed.

@@ -99,6 +99,9 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.intra = ReadLink(r, "intra_node");
   h.inter = ReadLink(r, "inter_node");
   if (r.Has("intra_node_oversubscribed")) h.intra_oversubscribed = ReadLink(r, "intra_node_oversubscribed");
+  if (r.Has("intra_node_oversubscribed_gather")) {
+    h.intra_oversubscribed_gather = ReadLink(r, "intra_node_oversubscribed_gather");
+  }
   if (r.Has("oversubscribed_compute_factor")) {
     h.oversubscribed_compute_factor = r.Number("oversubscribed_compute_factor", 1, 100);
   }

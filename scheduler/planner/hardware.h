@@ -37,6 +37,11 @@
 //                                their TP waits fitted: the partner must be scheduled to answer);
 //                                tensor-parallel collectives, same-node pipeline receives and
 //                                step-end collectives use it there (prefetched gathers do not)
+//   intra_node_oversubscribed_gather {bandwidth_gbps, latency_us, efficiency}   optional, CPU
+//                                boxes: the same, for a ZeRO group's all-gather of a whole unit
+//                                waited on at once (megabytes, where TP's all-reduces move tens to
+//                                hundreds of kilobytes): two 2-rank ZeRO-3 jobs without prefetch at
+//                                once, their gather waits fitted. Default: intra_node_oversubscribed
 //   oversubscribed_compute_factor optional, CPU boxes, default 1: how much slower a core's compute
 //                                runs while twice as many ranks as cores compute (switching, caches)
 //   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
@@ -85,6 +90,7 @@ struct Hardware {
   LinkSpec intra;
   LinkSpec inter;  // per node
   LinkSpec intra_oversubscribed;  // bytes_per_s 0: none (intra is used)
+  LinkSpec intra_oversubscribed_gather;  // bytes_per_s 0: none (intra_oversubscribed is used)
   double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }

@@ -43,6 +43,7 @@ std::string Layout::Name() const {
       break;
   }
   absl::StrAppend(&n, "_b", micro_batch);
+  if (design == Design::kZero3 && prefetch != 1) absl::StrAppend(&n, "_pf", prefetch);
   if (zero1 && dp > 1) absl::StrAppend(&n, "_zero1");
   if (recompute) absl::StrAppend(&n, "_rc");
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
@@ -53,6 +54,9 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
   if (tp < 1 || pp < 1 || dp < 1 || zero < 1 || v < 1 || micro_batch < 1) {
     return absl::StrCat("tp(", tp, "), pp(", pp, "), dp(", dp, "), zero(", zero, "), v(", v, "), micro_batch(",
                         micro_batch, ") must all be >= 1");
+  }
+  if (prefetch < 0 || (prefetch != 1 && design != Design::kZero3)) {
+    return absl::StrCat("prefetch(", prefetch, "): ZeRO-3 takes 0 or more units ahead; other designs take only 1");
   }
   if (Devices() != devices) {
     return absl::StrCat("tp(", tp, ")*zero(", zero, ")*pp(", pp, ")*dp(", dp, ")=", Devices(), " != devices(", devices,
@@ -129,6 +133,7 @@ scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shap
     p.needs.assign(p.units, {});
     if (shape.tied_embedding) p.needs.back() = {0};
     p.recompute = l.recompute;
+    p.prefetch_depth = l.prefetch;
     return Zero3(m, p, o);
   }
   o.gather = l.design == Design::k3D ? GatherPolicy::kResident : GatherPolicy::kPerMicrobatch;

@@ -37,6 +37,7 @@ struct Layout {
   int v = 1;           // chunks per pipeline rank
   int u = 0;           // micro-batches per scheduling unit (ZeroPP)
   int micro_batch = 1;
+  int prefetch = 1;    // ZeRO-3: units gathered ahead of the one computing (0: each gather waited at once)
   bool sequence_parallel = false;
   bool zero1 = false;  // optimizer state sharded over dp (Megatron's distributed optimizer)
   // 3D rank order tp, pp, dp instead of tp, dp, pp (Megatron's --use-tp-pp-dp-mapping): stages

@@ -164,7 +164,9 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     const int rpn = RanksPerNode(l.zero, 1, g);
     c.intra = {(l.zero - 1) * HopLatency(hw, l.zero, rpn), BusBytesPerSecond(hw, l.zero, rpn)};
     if (blocking.intra.bytes_per_s != hw.intra.bytes_per_s || blocking.intra.latency_s != hw.intra.latency_s) {
-      c.intra_blocking = {(l.zero - 1) * HopLatency(blocking, l.zero, rpn), BusBytesPerSecond(blocking, l.zero, rpn)};
+      Hardware gather = blocking;  // a whole unit's all-gather: its own fit where the box has one
+      if (hw.intra_oversubscribed_gather.bytes_per_s > 0) gather.intra = hw.intra_oversubscribed_gather;
+      c.intra_blocking = {(l.zero - 1) * HopLatency(gather, l.zero, rpn), BusBytesPerSecond(gather, l.zero, rpn)};
       c.has_intra_blocking = true;
     }
     // On a CPU box the gathered bytes are also copied into the unsharded buffer; NCCL writes
@@ -213,7 +215,8 @@ std::vector<MemoryBreakdown> PredictMemoryPerRank(const ModelShape& m, const Lay
   return out;
 }
 
-Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
+Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch,
+                   scheduler::SimResult* sim) {
   const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
   const CostParts parts = BuildCostParts(m, l, hw, l.Devices());
   const scheduler::CostModel& c = parts.model;
@@ -237,8 +240,10 @@ Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int
   p.gather_bytes = r.gather_bytes_per_rank;
   p.reduce_bytes = r.reduce_bytes_per_rank;
   p.p2p_bytes = r.p2p_bytes_per_rank;
+  p.blocking_gather_s = r.blocking_gather_s;
   p.memory = EstimateMemory(m, l, hw, s);
   p.rank0_model_state = EstimateRankMemory(m, l, hw, s, 0).ModelState();
+  if (sim != nullptr) *sim = std::move(r);
   return p;
 }
 

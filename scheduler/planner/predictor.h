@@ -37,6 +37,8 @@ struct Prediction {
   // pipeline's ranks: what the 3D baseline measures as its ranks' mean TP wait.
   double tp_collectives_s = 0;
   double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0;  // per rank per step
+  // The link time of the gathers waited on at once (no computation to overlap), busiest rank.
+  double blocking_gather_s = 0;
   MemoryBreakdown memory;           // the peak rank's
   double rank0_model_state = 0;     // pipeline rank 0's model state (what a rank-0 log shows)
   std::string Dominant() const;  // the largest of the parts above, named
@@ -46,7 +48,9 @@ struct Prediction {
 scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box);
 
 // Throws std::invalid_argument if the layout does not Check() or its schedule does not validate.
-Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
+// With `sim`, also the simulation itself (its events: the predicted step as a trace).
+Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch,
+                   scheduler::SimResult* sim = nullptr);
 // Memory only (estimate-memory): same schedule, no simulation.
 MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
 // Every pipeline rank's memory, and the validator's report (its peak counts) in *report.

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tools/calibrate_pairs.sh HW.json: the last step of ./zpp calibrate (tools/calibrate.sh), on its own so
+# that an existing description can be re-measured. It sets the two links a blocking collective sees
+# inside this box while its ranks outnumber its cores:
+#   - intra_node_oversubscribed: tensor-parallel all-reduces (tens to hundreds of KB), from two tp=2
+#     jobs of the 3D baseline at once (benchmarks/baseline_3d, no pipeline, no replicas), each
+#     reporting its ranks' wall time in TP collectives per step (tp_wait_s_per_step);
+#   - intra_node_oversubscribed_gather: a ZeRO group's all-gather of a whole unit (megabytes) waited
+#     on at once, from two 2-rank ZeRO-3 jobs at once without prefetch (tools/train --prefetch 0),
+#     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s).
+# Each kind runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
+# ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs. The planner gives, for the same job, how the
+# predicted time depends on the link (A * latency + B / bandwidth, A and B read off two predictions
+# with unit links: tp_collectives_s, or blocking_gather_s); latency and bandwidth are fitted by least
+# squares on relative error (tools/relative_fit.py), per kind.
+#
+# Why pairs of training jobs, not a collectives sweep: with busy threads standing in for the partners'
+# compute, the fitted per-hop latency moved from 754 to 1820 us between calibrations (planner-local
+# r4-r8) while the TP waits the 3D runs measured stayed within 0.20-0.35 s per step. A waiting rank's
+# partner here is a rank that computes and itself waits, which a spinning thread is not. Why two
+# kinds: the TP fit (messages up to 1 MiB) put a 1.4 MiB-message TP job at 0.75 s of waits against
+# 1.17 s measured, and FSDP-in-1F1B's unit gathers (1.6 MiB) 0.85-0.90x under over r4-r11
+# (benchmarks/results/fsdp-in-1f1b-u1-gathers-2026-11-23.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:?usage: tools/calibrate_pairs.sh HW.json}"
+[[ -f "$OUT" ]] || { echo "calibrate_pairs: '$OUT' does not exist (run ./zpp calibrate first)" >&2; exit 2; }
+bazel build //tools:launcher //tools:plan //tools:train //benchmarks/baseline_3d:train_3d >/dev/null 2>&1 ||
+  bazel build //tools:launcher //tools:plan //tools:train //benchmarks/baseline_3d:train_3d
+UNITS=$(python3 -c "import json; print(int(json.load(open('$OUT')).get('shared_compute_units', 0)))" 2>/dev/null) ||
+  { echo "calibrate_pairs: '$OUT' is not a JSON hardware description" >&2; exit 2; }
+((UNITS > 0)) ||
+  { echo "calibrate_pairs: '$OUT': shared_compute_units is ${UNITS}, expected a CPU box's cores (> 0)" >&2; exit 2; }
+JOBS=$UNITS  # 2-rank jobs: twice as many ranks as cores
+M=8 DEPTH=4 HEADS=4
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-pairs.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+# measure KIND WIDTH CONTEXT MICRO_BATCH: runs the JOBS jobs at once, prints the mean over their ranks
+# of the measured wait per step and the two unit-link coefficients.
+measure() {
+  local kind=$1 width=$2 ctx=$3 mb=$4 j p wait_s link
+  local tag="$kind-$width-$ctx-$mb" pids=() coef=()
+  for ((j = 0; j < JOBS; j++)); do
+    if [[ $kind == tp ]]; then
+      set -- bazel-bin/benchmarks/baseline_3d/train_3d --tp 2
+    else
+      set -- bazel-bin/tools/train --prefetch 0 --profile
+    fi
+    timeout 900 bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29750 + j)) -- "$@" --width "$width" \
+      --depth $DEPTH --heads $HEADS --context "$ctx" --microbatches $M --micro-batch "$mb" --steps 6 --bench-warmup 2 \
+      --log-every 1000 --lr 3e-3 >"$WORK/$tag-$j.txt" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" || { echo "calibrate_pairs: a $kind job at width $width, context $ctx, micro-batch $mb failed:" >&2;
+                   tail -5 "$WORK/$tag"-*.txt >&2; exit 1; }
+  done
+  if [[ $kind == tp ]]; then
+    wait_s="$(cat "$WORK/$tag"-*.txt | grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' |
+      awk '{ s += $1 } END { if (NR) print s / NR }')" || true
+  else  # PROFILE ... step_s=S ... wait_gather=P% ...: the seconds per step each rank waited on gathers
+    wait_s="$(cat "$WORK/$tag"-*.txt | grep -oP 'PROFILE .*' | sed -E 's/.*step_s=([0-9.]+).*wait_gather=([0-9.]+)%.*/\1 \2/' |
+      awk '{ s += $1 * $2 / 100 } END { if (NR) print s / NR }')" || true
+  fi
+  [[ -n "$wait_s" ]] || { echo "calibrate_pairs: the $kind jobs at width $width, context $ctx printed no wait" >&2; exit 1; }
+  # The planner's time for this job on two unit links: latency 1000 us alone, 1 GB/s alone. One job
+  # alone does not outnumber the cores, so the unit link goes in every intra-node field.
+  for link in '{"bandwidth_gbps": 1e6, "latency_us": 1000, "efficiency": 1}' \
+              '{"bandwidth_gbps": 1, "latency_us": 0, "efficiency": 1}'; do
+    python3 -c "import json,sys; h=json.load(open('$OUT')); l=json.loads(sys.argv[1]); h['intra_node']=l; \
+h['intra_node_oversubscribed']=l; h.pop('intra_node_oversubscribed_gather', None); \
+json.dump(h, open('$WORK/unit.json','w'))" "$link"
+    if [[ $kind == tp ]]; then
+      set -- --design 3d --tp 2 --global-batch $((M * mb)) && field=tp_collectives_s
+    else
+      set -- --design zero3 --zero 2 --prefetch 0 --global-batch $((2 * M * mb)) && field=blocking_gather_s
+    fi
+    coef+=("$(bazel-bin/tools/plan --predict --hardware "$WORK/unit.json" --hidden "$width" --layers $DEPTH \
+      --heads $HEADS --vocab 256 --seq "$ctx" --no-flash --gpus 2 --micro-batch "$mb" "$@" |
+      grep -oP "(?<=$field=)[0-9.]+")")
+  done
+  echo "$width $ctx $mb $wait_s ${coef[0]} ${coef[1]}"
+}
+
+# width, context, micro-batch. TP: 64, 128 and 1024 tokens a micro-batch at width 256 (messages of
+# 64 KiB to 1 MiB); the validated layouts run 256 and 512 tokens (context 128, micro-batch 2 and 4).
+# Gathers: layers of width 192, 256 and 384 (0.9, 1.6 and 3.5 MiB a unit's shard), at 64-512 tokens
+# a micro-batch; the validated ZeRO-3 runs prefetch, and no validated layout runs ZeRO-3 on 2 ranks.
+tp_rows="$(measure tp 256 64 1; measure tp 256 128 1; measure tp 256 128 8)"
+gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather 384 128 1)"
+python3 - "$OUT" "$tp_rows" "$gather_rows" <<'PY'
+import json, sys
+sys.path.insert(0, "tools")
+import relative_fit
+out = sys.argv[1]
+hw = json.load(open(out))
+src = hw.get("source", "").split("; intra_node_oversubscribed from")[0]
+notes = []
+for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 jobs of the 3D baseline at once, their TP wait per step"),
+                        (sys.argv[3], "intra_node_oversubscribed_gather",
+                         "two 2-rank ZeRO-3 jobs without prefetch at once, their gather wait per step")):
+    rows = [r.split() for r in rows.strip().splitlines()]
+    # wait = A * latency + B / bandwidth; A: seconds per second of latency (unit run at 1000 us), B:
+    # seconds times bytes per second (unit run at 1 GB/s).
+    pts = [(float(a) / 1e-3, float(b) * 1e9, float(w)) for *_, w, a, b in rows]
+    alpha, inv_bw = relative_fit.fit_link(pts)
+    gbps, us = round(1 / inv_bw / 1e9, 4), round(alpha * 1e6, 1)
+    fit = ", ".join("width %s context %s x %s: %.4f s measured / %.4f s fitted" % (wd, c, mb, w, alpha * a + inv_bw * b)
+                    for (wd, c, mb, *_), (a, b, w) in zip(rows, pts))
+    hw[key] = {"bandwidth_gbps": gbps, "latency_us": us, "efficiency": 1.0}
+    notes.append("%s from %s fitted (tools/calibrate_pairs.sh): %.3f GB/s bus, %.0f us per hop (%s)" % (key, what, gbps, us, fit))
+hw["source"] = "; ".join(([src] if src else []) + notes)
+with open(out, "w") as f:
+    json.dump(hw, f, indent=2)
+    f.write("\n")
+for n in notes:
+    print("calibrate: " + n)
+PY
