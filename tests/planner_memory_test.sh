@@ -78,6 +78,12 @@ else
   fail "--trace (rc=$rc): $out"
 fi
 [[ ! -e "$trace.tmp" ]] || fail "--trace left its temporary file"
+out="$("$PLAN" --predict "${SHAPE[@]}" --design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --trace /no/such/dir/t.json 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --trace: cannot write '/no/such/dir/t.json'" ]]; then
+  pass "--trace to an unwritable path refused"
+else
+  fail "--trace to an unwritable path (rc=$rc): $out"
+fi
 out="$("$PLAN" --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --prefetch 0 2>&1)"; rc=$?
 if [[ $rc -eq 2 && "$out" == *"prefetch(0): ZeRO-3 takes 0 or more units ahead; other designs take only 1"* ]]; then
   pass "--prefetch refused outside ZeRO-3"

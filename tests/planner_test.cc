@@ -31,6 +31,18 @@ const char* kHw = R"({
 
 Hardware Toy() { return ParseHardware(kHw, "toy"); }
 
+// `json` with `field` ("key": value) added before its closing brace.
+std::string WithField(std::string json, const std::string& field) {
+  json.insert(json.rfind('}'), ", " + field);
+  return json;
+}
+
+// A link field `key` of `gbps` and `latency_us`, efficiency 1.
+std::string LinkField(const std::string& key, const std::string& gbps, int latency_us) {
+  return "\"" + key + "\": {\"bandwidth_gbps\": " + gbps + ", \"latency_us\": " + std::to_string(latency_us) +
+         ", \"efficiency\": 1}";
+}
+
 ModelShape Small() {
   ModelShape m;
   m.name = "small";
@@ -59,25 +71,21 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   }
   // The CPU cost of communication defaults to the intra-node link; a measured rate overrides it.
   EXPECT_DOUBLE_EQ(h.CommCpuBytesPerSecond(), 50e9);
-  std::string cpu = kHw;
-  cpu.insert(cpu.rfind('}'), ", \"comm_cpu_gbps\": 2.5");
+  std::string cpu = WithField(kHw, "\"comm_cpu_gbps\": 2.5");
   EXPECT_DOUBLE_EQ(ParseHardware(cpu, "cpu.json").CommCpuBytesPerSecond(), 2.5e9);
   cpu.replace(cpu.find("2.5"), 3, "0");
   EXPECT_THROW(ParseHardware(cpu, "cpu.json"), std::invalid_argument);
   // A CPU box's optional oversubscription measurements: absent, the blocking link is intra_node.
   EXPECT_EQ(h.intra_oversubscribed.bytes_per_s, 0);
   EXPECT_EQ(h.oversubscribed_compute_factor, 1);
-  std::string over = kHw;
-  over.insert(over.rfind('}'), ", \"intra_node_oversubscribed\": {\"bandwidth_gbps\": 0.3, \"latency_us\": 700, "
-                               "\"efficiency\": 1}, \"oversubscribed_compute_factor\": 1.05");
+  std::string over = WithField(kHw, LinkField("intra_node_oversubscribed", "0.3", 700) +
+                                         ", \"oversubscribed_compute_factor\": 1.05");
   const Hardware o = ParseHardware(over, "over.json");
   EXPECT_DOUBLE_EQ(o.intra_oversubscribed.Effective(), 0.3e9);
   EXPECT_DOUBLE_EQ(o.intra_oversubscribed.latency_s, 700e-6);
   EXPECT_DOUBLE_EQ(o.oversubscribed_compute_factor, 1.05);
   EXPECT_EQ(o.intra_oversubscribed_gather.bytes_per_s, 0);  // absent: the gathers use the link above
-  std::string gather = over;
-  gather.insert(gather.rfind('}'), ", \"intra_node_oversubscribed_gather\": {\"bandwidth_gbps\": 0.6, "
-                                   "\"latency_us\": 2200, \"efficiency\": 1}");
+  std::string gather = WithField(over, LinkField("intra_node_oversubscribed_gather", "0.6", 2200));
   const Hardware g = ParseHardware(gather, "gather.json");
   EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.Effective(), 0.6e9);
   EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.latency_s, 2200e-6);

@@ -305,15 +305,13 @@ int RunPredict(const Flags& f) {
   const Prediction p = Predict(q.model, l, q.hardware, q.global_batch, trace.empty() ? nullptr : &sim);
   if (!trace.empty()) {  // written whole or not at all: a temporary file renamed into place
     const std::string tmp = trace + ".tmp";
+    bool written;
     {
       std::ofstream out(tmp);
       out << sim.ChromeTraceJson();
-      if (!out.flush()) {
-        std::remove(tmp.c_str());
-        throw std::invalid_argument("--trace: cannot write '" + trace + "'");
-      }
+      written = static_cast<bool>(out.flush());
     }
-    if (std::rename(tmp.c_str(), trace.c_str()) != 0) {
+    if (!written || std::rename(tmp.c_str(), trace.c_str()) != 0) {
       std::remove(tmp.c_str());
       throw std::invalid_argument("--trace: cannot write '" + trace + "'");
     }
@@ -361,6 +359,9 @@ int RunEstimateMemory(const Flags& f) {
 int main(int argc, char** argv) {
   try {
     Flags f = Parse(argc, argv);
+    if (!f.v.at("trace").empty() && !f.Has("predict")) {
+      throw std::invalid_argument("--trace: got '" + f.v.at("trace") + "' without --predict (it traces one layout's step)");
+    }
     int rc;
     if (f.Has("predict")) {
       rc = RunPredict(f);
