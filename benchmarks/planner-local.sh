@@ -10,7 +10,7 @@
 #   ./zpp bench planner-local --fresh    calibrate, then run both benches, in this invocation (the
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
-#                                        from day to day), about 25 minutes
+#                                        from day to day), 13-25 minutes by the machine
 #   ./zpp bench planner-local --from F   the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware
 #                                        description as committed)

@@ -1,6 +1,6 @@
-// planner_test: the planner's formulas against values computed by hand on small cases, its
-// hardware reader's refusals, the simulator's per-stage extras, and plan refusing impossible
-// inputs (zero devices, a model that fits nowhere: the smallest memory any layout needs).
+// planner_test: the planner's formulas against values computed by hand on small cases (cost model,
+// memory model), its hardware reader's refusals, and the simulator's per-stage extras. Whole-layout
+// predictions and plan's refusals: planner_predict_test.cc.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -10,47 +10,20 @@
 #include "scheduler/generators.h"
 #include "scheduler/planner/cost_model.h"
 #include "scheduler/planner/memory_model.h"
-#include "scheduler/planner/planner.h"
 #include "scheduler/planner/predictor.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
+#include "tests/planner_fixtures.h"
 
 namespace zeropp {
 namespace planner {
 namespace {
 
-const char* kHw = R"({
-  "name": "toy", "devices_per_node": 4, "shared_compute_units": 0,
-  "peak_tflops": {"bf16": 100, "fp32": 10},
-  "matmul": {"max_efficiency": 0.5, "half_dim": 0}, "attention_efficiency": 0.25,
-  "memory": {"capacity_gb": 80, "bandwidth_gbps": 1000, "efficiency": 0.5, "reserved_gb": 1},
-  "intra_node": {"bandwidth_gbps": 100, "latency_us": 10, "efficiency": 0.5},
-  "inter_node": {"bandwidth_gbps": 40, "latency_us": 20, "efficiency": 1.0},
-  "allreduce_algorithm": "ring",
-  "host": {"memory_bandwidth_gbps": 50, "pcie_gbps": 20, "nvme_gbps": 5}})";
-
-Hardware Toy() { return ParseHardware(kHw, "toy"); }
-
-// `json` with `field` ("key": value) added before its closing brace.
-std::string WithField(std::string json, const std::string& field) {
-  json.insert(json.rfind('}'), ", " + field);
-  return json;
-}
-
-// A link field `key` of `gbps` and `latency_us`, efficiency 1.
-std::string LinkField(const std::string& key, const std::string& gbps, int latency_us) {
-  return "\"" + key + "\": {\"bandwidth_gbps\": " + gbps + ", \"latency_us\": " + std::to_string(latency_us) +
-         ", \"efficiency\": 1}";
-}
-
-ModelShape Small() {
-  ModelShape m;
-  m.name = "small";
-  m.hidden = 64, m.layers = 4, m.heads = 4, m.kv_heads = 4, m.ffn = 256, m.vocab = 128, m.seq = 32;
-  m.tied_embedding = true;
-  m.flash_attention = false;
-  return m;
-}
+using fixtures::kHw;
+using fixtures::LinkField;
+using fixtures::Small;
+using fixtures::Toy;
+using fixtures::WithField;
 
 TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   const Hardware h = Toy();
@@ -96,14 +69,12 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);
   EXPECT_THROW(LoadHardware("no-such-machine"), std::invalid_argument);
 }
-
 TEST(Hardware, ShippedDescriptionsLoad) {
   for (const char* name : {"a100-80gb-ib200x8", "a100-80gb-ib400", "h100-80gb-ib400x8", "cpu-local"}) {
     const Hardware h = LoadHardware(std::string("scheduler/planner/hardware/") + name + ".json");
     EXPECT_GT(h.ComputeFlops(), 0) << name;
   }
 }
-
 TEST(ModelShape, ParameterCountsMatchKnownModels) {
   // GPT-2 small (tied head, learned positions): 124,439,808; Llama-2-7B: 6,738,415,616.
   ModelShape gpt2;
@@ -113,14 +84,12 @@ TEST(ModelShape, ParameterCountsMatchKnownModels) {
   EXPECT_DOUBLE_EQ(ModelPreset("llama2-7b").Parameters(), 6738415616);
   EXPECT_THROW(ModelPreset("gpt5"), std::invalid_argument);
 }
-
 TEST(CostModel, MatmulAndEfficiencyByHand) {
   Hardware h = Toy();
   EXPECT_DOUBLE_EQ(MatmulSeconds(h, 100, 200, 300), 2.0 * 100 * 200 * 300 / (100e12 * 0.5));
   h.matmul_half_dim = 64;
   EXPECT_DOUBLE_EQ(MatmulEfficiency(h, 64, 64, 64), 0.5 * 0.125);
 }
-
 TEST(CostModel, CollectivesByAlgorithmAndLinkClass) {
   Hardware h = Toy();
   const double b = 8e9;
@@ -139,7 +108,6 @@ TEST(CostModel, CollectivesByAlgorithmAndLinkClass) {
   EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, tiny, 8, 4), 2 * 3 * 20e-6 + 2 * tiny / 40e9);
   EXPECT_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, b, 1, 1), 0);
 }
-
 TEST(CostModel, LayerCostByHand) {
   const Hardware h = Toy();
   const ModelShape m = Small();
@@ -163,7 +131,6 @@ TEST(CostModel, LayerCostByHand) {
   EXPECT_NEAR(t.tp_comm_s, 4 * ar, 1e-18);
   EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
 }
-
 // Sequence parallelism: forward 2 x (all-gather + reduce-scatter) of the b*s*h activation, their
 // conjugates in the backward, and the backward's re-gather of the two column-parallel inputs:
 // blocking (benchmarks/baseline_3d), or behind each one's input-gradient GEMM (Megatron).
@@ -199,7 +166,6 @@ TEST(CostModel, SequenceParallelBackwardRegathersColumnInputs) {
   EXPECT_NEAR(slow_blocking.backward_input_s - async.backward_input_s, 2 * ag_slow - expected, 1e-15);
   EXPECT_NEAR(slow_blocking.backward_weight_s, async.backward_weight_s, 1e-18);
 }
-
 // Tensor parallelism outside the layers: the embedding's reduction (forward only), the head's
 // input copy (its backward all-reduces) and the vocabulary-parallel loss's all-gather of each
 // token's maximum and two fp32 all-reduces; with sequence parallelism a reduce-scatter into the
@@ -229,7 +195,6 @@ TEST(CostModel, TensorParallelEmbeddingAndHeadByHand) {
   EXPECT_NEAR(HeadCost(m, h, o).tp_comm_s,
               coll(CollectiveKind::kAllGather, act) + loss + coll(CollectiveKind::kReduceScatter, act), 1e-18);
 }
-
 // The executor's measured costs (./zpp calibrate on a CPU box): the optimizer at its measured
 // rate instead of the memory-bound formula, and the gradient bookkeeping per parameter of the layer
 // per micro-batch inside W, scaled by how many ranks share a core but not by compute_overhead.
@@ -254,7 +219,6 @@ TEST(CostModel, MeasuredOptimizerRateAndGradientBookkeeping) {
   const ActionCost head = HeadCost(m, h, o), head_plain = HeadCost(m, plain, o);
   EXPECT_NEAR(head.backward_weight_s - head_plain.backward_weight_s, 128.0 * 64 * 0.5e-9 * 2, 1e-15);
 }
-
 // Eager execution's fixed cost per layer per micro-batch (./zpp calibrate fits it beside
 // compute_overhead): a third each in F, Bi and W of every layer, whatever its size, not scaled by
 // compute_overhead; the LM head pays none.
@@ -280,7 +244,6 @@ TEST(CostModel, FixedLayerOverheadSplitsAcrossForwardAndBothBackwards) {
   text.replace(text.find("300"), 3, "-1");
   EXPECT_THROW(ParseHardware(text, "negative"), std::invalid_argument);
 }
-
 TEST(MemoryModel, ActivationAndStateFormulas) {
   const Hardware h = Toy();
   const ModelShape m = Small();
@@ -320,7 +283,6 @@ TEST(MemoryModel, ActivationAndStateFormulas) {
   EXPECT_DOUBLE_EQ(zb.ModelState(), 16 * m.Parameters() / 4);
   EXPECT_DOUBLE_EQ(zb.reserved, 1e9);
 }
-
 // The memory model replays the schedule and takes the peak of what is live at one moment. A
 // hand-written one-rank schedule of two chunks (2 layers each), chunk 1 recomputed, split backward
 // on chunk 1, every step traced by hand below: C0, C1 the chunks' unsharded bytes, A a kept
@@ -381,7 +343,6 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   EXPECT_DOUBLE_EQ(t.unsharded + t.activations + t.working, std::max({at_b20, at_b10, at_b00, at_end}));
   EXPECT_GT(at_end, std::max({at_b20, at_b10, at_b00}));  // so the cap is what this checks
 }
-
 // A chunk that keeps its activations and splits its backward holds only W's inputs and output
 // gradients after Bi (the executor frees the rest of its graph), and the first virtual stage's Bi
 // is its whole backward: nothing is left to its W. Replayed by hand: C0, C1 gathered, A a chunk's
@@ -409,7 +370,6 @@ TEST(MemoryModel, SplitBackwardOfAKeptChunkHoldsOnlyWhatWReads) {
   // Keeping chunk 1's stash to its W would have made Bi0.0 the peak, larger by A.
   EXPECT_GT(2 * c0 + 2 * c1 + 2 * a + wh, bi1);
 }
-
 TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
   using namespace scheduler;
   const Schedule s = OneFOneB(2, 4);
@@ -422,7 +382,6 @@ TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
   EXPECT_DOUBLE_EQ(r.busy_s[1] - r.busy_s[0], 4 * (0.5 + 0.25 + 0.25));
   EXPECT_GT(r.step_s, base);
 }
-
 // Chunks of unequal size: each gather and reduction moves its own chunk's (z-1)/z, and each
 // computation takes its chunk's share of the stage's time.
 TEST(Simulator, ChunksOfUnequalSize) {
@@ -445,50 +404,6 @@ TEST(Simulator, ChunksOfUnequalSize) {
   c.chunk_compute_share = {};            // uniform: 1/3 each, the same total
   EXPECT_DOUBLE_EQ(Simulate(s, c).busy_s[0], 4 + 8);
 }
-
-// ZeRO-3 is predicted on zeropp's own units (one per child: embedding, each layer, final norm,
-// tied head needing the embedding), so its traffic is the engine's. By hand, per micro-batch with
-// prefetch 1 and resharding after forward: forward gathers the embedding E, the layers, the norm N,
-// then E again with the head (E was freed after its forward); backward gathers N, the layers and
-// E (the head's E is freed after the head's backward); E stays gathered from one micro-batch's
-// end into the next forward. Every unit is reduced once per micro-batch.
-TEST(Planner, Zero3UnitsAreTheEnginesPerChildUnits) {
-  const Hardware h = Toy();
-  const ModelShape m = Small();  // tied
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4, l.micro_batch = 1;
-  const std::vector<ChunkShape> units = ChunkShapes(m, l);
-  ASSERT_EQ(units.size(), static_cast<size_t>(m.layers + 3));
-  double total = 0;
-  for (const ChunkShape& u : units) total += u.params;
-  EXPECT_DOUBLE_EQ(total, m.Parameters());
-  const double e = 128.0 * 64 + 32.0 * 64, layer = m.LayerParameters(), n = 2.0 * 64;
-  EXPECT_DOUBLE_EQ(units.front().params, e);
-  EXPECT_DOUBLE_EQ(units[m.layers + 1].params, n);
-  EXPECT_DOUBLE_EQ(units.back().params, 0);  // the tied head owns nothing
-  for (const ChunkShape& u : units) EXPECT_EQ(u.units, 1);
-  // A pipeline's chunks hold their layers' units, the first also the embedding's, the last the
-  // final norm's and the head's (each gathered by its own collective).
-  l.design = Design::kPipeFsdp;
-  l.schedule = "1f1b";
-  l.pp = 2, l.zero = 2;
-  const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
-  ASSERT_EQ(chunks.size(), 2u);
-  EXPECT_DOUBLE_EQ(chunks[0].units, m.layers / 2.0 + 1);
-  EXPECT_DOUBLE_EQ(chunks[1].units, m.layers / 2.0 + 2);
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.pp = 1, l.zero = 4;
-  const int mbs = 32 / 4;
-  const Prediction p = Predict(m, l, h, 32);
-  const double vb = h.value_bytes, out = 0.75;
-  const double per_mb = (e + m.layers * layer + n + e) + (n + m.layers * layer + e);
-  EXPECT_DOUBLE_EQ(p.gather_bytes, out * vb * (mbs * per_mb - (mbs - 1) * e));
-  EXPECT_DOUBLE_EQ(p.reduce_bytes, out * vb * mbs * m.Parameters());
-}
-
 // On a CPU box a transfer's copies take the rank's cores: each gathered, reduced or sent byte
 // delays the rank's compute by comm_cpu_s_per_byte, and the step grows by exactly that much on a
 // single rank whose communication is otherwise hidden.
@@ -510,224 +425,6 @@ TEST(Simulator, CommunicationCpuIsTakenFromCompute) {
   EXPECT_GT(moved, 0);
   EXPECT_NEAR(r.busy_s[0] - base.busy_s[0], moved * 1e-3, 1e-9);
   EXPECT_NEAR(r.step_s - base.step_s, moved * 1e-3, 1e-9);
-}
-
-PlanRequest SmallRequest(int devices) {
-  PlanRequest q;
-  q.model = Small();
-  q.hardware = Toy();
-  q.devices = devices;
-  q.global_batch = 32;
-  return q;
-}
-
-TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
-  PlanRequest q = SmallRequest(8);
-  const std::vector<Layout> all = EnumerateLayouts(q);
-  int per_design[4] = {0, 0, 0, 0};
-  for (const Layout& l : all) {
-    EXPECT_EQ(l.Devices(), 8) << l.Name();
-    per_design[static_cast<int>(l.design)]++;
-  }
-  for (int d = 0; d < 4; ++d) EXPECT_GT(per_design[d], 0) << DesignName(static_cast<Design>(d));
-  const PlanResult r = Plan(q);
-  ASSERT_FALSE(r.fitting.empty());
-  for (size_t i = 1; i < r.fitting.size(); ++i) EXPECT_LE(r.fitting[i - 1].step_s, r.fitting[i].step_s);
-  for (Design d : q.designs) EXPECT_NE(BestOf(r, d), nullptr) << DesignName(d);
-}
-
-// Rank order decides the link class: tp, dp, pp keeps the 4 replicas of a stage on one node (their
-// gradient all-reduce on the intra-node link, the stages on different nodes); tp, pp, dp
-// (dp_outer) puts both stages on one node and spreads each stage's replicas over 2 nodes.
-TEST(Planner, RankOrderPicksTheReplicasLink) {
-  const Hardware h = Toy();  // 4 devices per node
-  const ModelShape m = Small();
-  Layout l;
-  l.design = Design::k3D;
-  l.pp = 2, l.dp = 4, l.micro_batch = 1;
-  const double grads = std::max(StageParameters(m, l, 0), StageParameters(m, l, 1)) * 4;  // fp32
-  const Prediction inner = Predict(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(inner.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 4));
-  l.dp_outer = true;
-  EXPECT_EQ(l.Name(), "3d_1f1b_tp1_pp2_dp4_dpouter_b1");
-  const Prediction outer = Predict(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(outer.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 2));
-  EXPECT_GT(outer.dp_reduce_s, inner.dp_reduce_s);
-  // The stages' transfers move from the inter-node link to the intra-node one.
-  const scheduler::CostModel ci = BuildCostModel(m, [&] { Layout x = l; x.dp_outer = false; return x; }(), h, 8);
-  const scheduler::CostModel co = BuildCostModel(m, l, h, 8);
-  EXPECT_LT(ci.inter.bytes_per_s, co.inter.bytes_per_s);
-  // Only 3D has a choice of order.
-  Layout z;
-  z.design = Design::kZeroPP;
-  z.pp = 2, z.zero = 4, z.u = 2, z.dp_outer = true;
-  EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
-}
-
-// A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a
-// whole core), tensor-parallel collectives are blocking waits on the oversubscribed intra-node link
-// (2 forward all-reduces per layer, by hand), and prefetched ZeRO gathers keep the unloaded link.
-TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
-  Hardware box = Toy();  // 4 devices per node
-  box.shared_compute_units = 2;
-  box.intra_oversubscribed = {0.3e9, 700e-6, 1};
-  box.oversubscribed_compute_factor = 1.05;
-  const ModelShape m = Small();
-  Layout l;
-  l.design = Design::k3D;
-  l.tp = 2, l.dp = 2, l.micro_batch = 2;
-  const scheduler::CostModel c = BuildCostModel(m, l, box, 4);
-  EXPECT_EQ(c.shared_cores, 2);
-  EXPECT_EQ(c.ranks_per_simulated_rank, 4);
-  EXPECT_DOUBLE_EQ(c.shared_slowdown, 1.05);
-  EXPECT_TRUE(c.waits_hold_cores);
-  Hardware loaded = box;
-  loaded.intra = box.intra_oversubscribed;
-  const double act = 2.0 * m.seq * m.hidden * box.value_bytes;
-  const double ar = CollectiveSeconds(loaded, CollectiveKind::kAllReduce, act, 2, 2);
-  EXPECT_DOUBLE_EQ(c.forward_wait_s, m.layers * 2 * ar);
-  EXPECT_DOUBLE_EQ(c.backward_input_wait_s, m.layers * 2 * ar);
-  // With as many cores as ranks nothing is shared and the intra-node link is the measured one.
-  const scheduler::CostModel two = BuildCostModel(m, l, box, 2);
-  EXPECT_EQ(two.shared_cores, 0);
-  EXPECT_FALSE(two.waits_hold_cores);
-  EXPECT_DOUBLE_EQ(two.forward_wait_s, m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
-  // ZeRO gathers are prefetched: the unloaded link.
-  Layout z;
-  z.design = Design::kZero3;
-  z.schedule = "zero3";
-  z.zero = 4, z.micro_batch = 1;
-  const scheduler::CostModel zc = BuildCostModel(m, z, box, 4);
-  EXPECT_DOUBLE_EQ(zc.intra.bytes_per_s, BusBytesPerSecond(box, 4, 4));
-  EXPECT_DOUBLE_EQ(zc.intra.alpha_s, 3 * box.intra.latency_s);
-  // A gather waited on at once (the simulator picks intra_blocking for it) pays the loaded link,
-  // or the gathers' own fit where the box has one; TP collectives keep intra_node_oversubscribed.
-  Hardware loaded_ring = box;
-  loaded_ring.intra = box.intra_oversubscribed;
-  EXPECT_TRUE(zc.has_intra_blocking);
-  EXPECT_DOUBLE_EQ(zc.intra_blocking.bytes_per_s, BusBytesPerSecond(loaded_ring, 4, 4));
-  EXPECT_DOUBLE_EQ(zc.intra_blocking.alpha_s, 3 * 700e-6);
-  Hardware fitted = box;
-  fitted.intra_oversubscribed_gather = {0.6e9, 2200e-6, 1};
-  const scheduler::CostModel gc = BuildCostModel(m, z, fitted, 4);
-  Hardware gather_ring = box;
-  gather_ring.intra = fitted.intra_oversubscribed_gather;
-  EXPECT_DOUBLE_EQ(gc.intra_blocking.bytes_per_s, BusBytesPerSecond(gather_ring, 4, 4));
-  EXPECT_DOUBLE_EQ(gc.intra_blocking.alpha_s, 3 * 2200e-6);
-  EXPECT_DOUBLE_EQ(gc.intra.bytes_per_s, zc.intra.bytes_per_s);
-  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, fitted, 4).forward_wait_s, c.forward_wait_s);
-}
-
-// ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
-// time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the
-// default prefetch of one unit only each pass's first gather is waited on at once.
-TEST(Planner, ZeroThreeWithoutPrefetchWaitsOnEveryGather) {
-  const Hardware h = Toy();
-  const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
-  EXPECT_EQ(l.Name(), "zero3_z4_b1");
-  l.prefetch = 0;
-  EXPECT_EQ(l.Name(), "zero3_z4_b1_pf0");
-  const Prediction none = Predict(m, l, h, 32);
-  l.prefetch = 1;
-  const Prediction one = Predict(m, l, h, 32);
-  // Prefetching leaves only the first gather of each pass exposed: less waited-on link time, and
-  // the same bytes moved.
-  EXPECT_GT(none.blocking_gather_s, 0);
-  EXPECT_LT(one.blocking_gather_s, none.blocking_gather_s / 2);
-  EXPECT_DOUBLE_EQ(one.gather_bytes, none.gather_bytes);
-  EXPECT_GE(none.step_s, one.step_s);
-  // Other designs have no prefetch depth to set.
-  Layout p;
-  p.design = Design::kZeroPP;
-  p.pp = 2, p.zero = 2, p.u = 2, p.prefetch = 0;
-  EXPECT_NE(p.Check(m, 4, 4, 32).find("prefetch(0)"), std::string::npos);
-}
-
-// Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or
-// NVMe files, and the step's tail becomes gradients down + CPU AdamW (or the NVMe stream, the
-// longer of the two) + parameters up, by hand from the description's host numbers.
-TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
-  const Hardware h = Toy();  // host 50 GB/s per node (4 devices offloading), PCIe 20 GB/s, NVMe 5 GB/s, bf16
-  const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
-  const MemoryBreakdown none = PredictMemory(m, l, h, 32);
-  const double shard = m.Parameters() / 4;
-  EXPECT_DOUBLE_EQ(none.optimizer, 12 * shard);
-  l.offload = Offload::kCpu;
-  EXPECT_EQ(l.Name(), "zero3_z4_b1_offcpu");
-  const MemoryBreakdown cpu = PredictMemory(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(cpu.optimizer, 0);
-  EXPECT_DOUBLE_EQ(cpu.host, 12 * shard);
-  EXPECT_DOUBLE_EQ(none.Total() - cpu.Total(), 12 * shard);
-  const double moved = 2 * shard * 2 / 20e9;
-  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + shard * 30 * 4 / 50e9);
-  l.offload = Offload::kNvme;
-  const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(nvme.optimizer + nvme.host, 0);
-  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + std::max(shard * 30 * 4 / 50e9, 2 * shard * 12 / 5e9));
-  // On a CPU box host memory is the device's: offloading to it frees nothing there.
-  Hardware box = h;
-  box.shared_compute_units = 2;
-  l.offload = Offload::kCpu;
-  EXPECT_DOUBLE_EQ(PredictMemory(m, l, box, 32).optimizer, 12 * shard);
-  // The 3D baseline keeps its state on the device.
-  Layout d;
-  d.design = Design::k3D;
-  d.pp = 2, d.dp = 2, d.offload = Offload::kCpu;
-  EXPECT_NE(d.Check(m, 4, 4, 32).find("offload is zeropp's"), std::string::npos);
-}
-
-// plan tries offload only where nothing else fits: a device too small for the state on it, and
-// host memory too small for the state in it, leave NVMe.
-TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
-  PlanRequest q = SmallRequest(4);
-  q.designs = {Design::kZero3, Design::kZeroPP, Design::kPipeFsdp};
-  for (const Prediction& p : Plan(q).fitting) EXPECT_EQ(p.layout.offload, Offload::kNone) << p.layout.Name();
-  // Device memory one byte short of the smallest layout that keeps its state (every variant of
-  // every layout is considered when nothing fits).
-  q.offload = false;
-  q.hardware.memory_bytes = 1;
-  q.hardware.memory_bytes = Plan(q).smallest_memory - 1;
-  EXPECT_TRUE(Plan(q).fitting.empty());
-  const double shard = q.model.Parameters() / 4;
-  q.offload = true;
-  const PlanResult r = Plan(q);
-  ASSERT_FALSE(r.fitting.empty());
-  for (const Prediction& p : r.fitting) EXPECT_EQ(p.layout.offload, Offload::kCpu) << p.layout.Name();
-  q.hardware.host_capacity_bytes = 4 * 11 * shard;  // 4 devices per node, each needing 12 * shard
-  const PlanResult n = Plan(q);
-  ASSERT_FALSE(n.fitting.empty());
-  for (const Prediction& p : n.fitting) EXPECT_EQ(p.layout.offload, Offload::kNvme) << p.layout.Name();
-}
-
-TEST(Planner, RefusesImpossibleInputs) {
-  PlanRequest q = SmallRequest(0);
-  try {
-    Plan(q);
-    FAIL() << "planned for zero devices";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "--gpus: got 0, expected a whole number >= 1");
-  }
-  q.devices = 6;  // not whole nodes of 4
-  EXPECT_THROW(Plan(q), std::invalid_argument);
-  // A model that fits nowhere: 175B on 8 devices of 80 GB. The smallest layout needs at least
-  // its compute and gradient shards, 4 bytes per parameter over 8 devices, the rest offloaded.
-  q.model = ModelPreset("gpt3-175b");
-  q.hardware = LoadHardware("scheduler/planner/hardware/a100-80gb-ib400.json");
-  q.devices = 8;
-  q.global_batch = 64;
-  const PlanResult r = Plan(q);
-  EXPECT_TRUE(r.fitting.empty());
-  EXPECT_EQ(r.over_memory, r.considered);
-  EXPECT_GE(r.smallest_memory, 4 * q.model.Parameters() / 8);  // compute and gradient shards (state offloaded)
-  EXPECT_FALSE(r.smallest_layout.empty());
 }
 
 }  // namespace

@@ -1,0 +1,283 @@
+// planner_predict_test: whole-layout predictions against values computed by hand on small cases:
+// ZeRO-3's units, the ranking, rank order and link classes, a CPU box whose ranks outnumber its
+// cores, ZeRO-3 without prefetch, optimizer offload, and plan refusing impossible inputs (zero
+// devices, a model that fits nowhere: the smallest memory any layout needs).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "scheduler/generators.h"
+#include "scheduler/planner/cost_model.h"
+#include "scheduler/planner/memory_model.h"
+#include "scheduler/planner/planner.h"
+#include "scheduler/planner/predictor.h"
+#include "scheduler/simulator.h"
+#include "scheduler/validator.h"
+#include "tests/planner_fixtures.h"
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+using fixtures::Small;
+using fixtures::Toy;
+
+PlanRequest SmallRequest(int devices) {
+  PlanRequest q;
+  q.model = Small();
+  q.hardware = Toy();
+  q.devices = devices;
+  q.global_batch = 32;
+  return q;
+}
+
+// ZeRO-3 is predicted on zeropp's own units (one per child: embedding, each layer, final norm,
+// tied head needing the embedding), so its traffic is the engine's. By hand, per micro-batch with
+// prefetch 1 and resharding after forward: forward gathers the embedding E, the layers, the norm N,
+// then E again with the head (E was freed after its forward); backward gathers N, the layers and
+// E (the head's E is freed after the head's backward); E stays gathered from one micro-batch's
+// end into the next forward. Every unit is reduced once per micro-batch.
+TEST(Planner, Zero3UnitsAreTheEnginesPerChildUnits) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();  // tied
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4, l.micro_batch = 1;
+  const std::vector<ChunkShape> units = ChunkShapes(m, l);
+  ASSERT_EQ(units.size(), static_cast<size_t>(m.layers + 3));
+  double total = 0;
+  for (const ChunkShape& u : units) total += u.params;
+  EXPECT_DOUBLE_EQ(total, m.Parameters());
+  const double e = 128.0 * 64 + 32.0 * 64, layer = m.LayerParameters(), n = 2.0 * 64;
+  EXPECT_DOUBLE_EQ(units.front().params, e);
+  EXPECT_DOUBLE_EQ(units[m.layers + 1].params, n);
+  EXPECT_DOUBLE_EQ(units.back().params, 0);  // the tied head owns nothing
+  for (const ChunkShape& u : units) EXPECT_EQ(u.units, 1);
+  // A pipeline's chunks hold their layers' units, the first also the embedding's, the last the
+  // final norm's and the head's (each gathered by its own collective).
+  l.design = Design::kPipeFsdp;
+  l.schedule = "1f1b";
+  l.pp = 2, l.zero = 2;
+  const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_DOUBLE_EQ(chunks[0].units, m.layers / 2.0 + 1);
+  EXPECT_DOUBLE_EQ(chunks[1].units, m.layers / 2.0 + 2);
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.pp = 1, l.zero = 4;
+  const int mbs = 32 / 4;
+  const Prediction p = Predict(m, l, h, 32);
+  const double vb = h.value_bytes, out = 0.75;
+  const double per_mb = (e + m.layers * layer + n + e) + (n + m.layers * layer + e);
+  EXPECT_DOUBLE_EQ(p.gather_bytes, out * vb * (mbs * per_mb - (mbs - 1) * e));
+  EXPECT_DOUBLE_EQ(p.reduce_bytes, out * vb * mbs * m.Parameters());
+}
+TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
+  PlanRequest q = SmallRequest(8);
+  const std::vector<Layout> all = EnumerateLayouts(q);
+  int per_design[4] = {0, 0, 0, 0};
+  for (const Layout& l : all) {
+    EXPECT_EQ(l.Devices(), 8) << l.Name();
+    per_design[static_cast<int>(l.design)]++;
+  }
+  for (int d = 0; d < 4; ++d) EXPECT_GT(per_design[d], 0) << DesignName(static_cast<Design>(d));
+  const PlanResult r = Plan(q);
+  ASSERT_FALSE(r.fitting.empty());
+  for (size_t i = 1; i < r.fitting.size(); ++i) EXPECT_LE(r.fitting[i - 1].step_s, r.fitting[i].step_s);
+  for (Design d : q.designs) EXPECT_NE(BestOf(r, d), nullptr) << DesignName(d);
+}
+// Rank order decides the link class: tp, dp, pp keeps the 4 replicas of a stage on one node (their
+// gradient all-reduce on the intra-node link, the stages on different nodes); tp, pp, dp
+// (dp_outer) puts both stages on one node and spreads each stage's replicas over 2 nodes.
+TEST(Planner, RankOrderPicksTheReplicasLink) {
+  const Hardware h = Toy();  // 4 devices per node
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.pp = 2, l.dp = 4, l.micro_batch = 1;
+  const double grads = std::max(StageParameters(m, l, 0), StageParameters(m, l, 1)) * 4;  // fp32
+  const Prediction inner = Predict(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(inner.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 4));
+  l.dp_outer = true;
+  EXPECT_EQ(l.Name(), "3d_1f1b_tp1_pp2_dp4_dpouter_b1");
+  const Prediction outer = Predict(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(outer.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 2));
+  EXPECT_GT(outer.dp_reduce_s, inner.dp_reduce_s);
+  // The stages' transfers move from the inter-node link to the intra-node one.
+  const scheduler::CostModel ci = BuildCostModel(m, [&] { Layout x = l; x.dp_outer = false; return x; }(), h, 8);
+  const scheduler::CostModel co = BuildCostModel(m, l, h, 8);
+  EXPECT_LT(ci.inter.bytes_per_s, co.inter.bytes_per_s);
+  // Only 3D has a choice of order.
+  Layout z;
+  z.design = Design::kZeroPP;
+  z.pp = 2, z.zero = 4, z.u = 2, z.dp_outer = true;
+  EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
+}
+// A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a
+// whole core), tensor-parallel collectives are blocking waits on the oversubscribed intra-node link
+// (2 forward all-reduces per layer, by hand), and prefetched ZeRO gathers keep the unloaded link.
+TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
+  Hardware box = Toy();  // 4 devices per node
+  box.shared_compute_units = 2;
+  box.intra_oversubscribed = {0.3e9, 700e-6, 1};
+  box.oversubscribed_compute_factor = 1.05;
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.tp = 2, l.dp = 2, l.micro_batch = 2;
+  const scheduler::CostModel c = BuildCostModel(m, l, box, 4);
+  EXPECT_EQ(c.shared_cores, 2);
+  EXPECT_EQ(c.ranks_per_simulated_rank, 4);
+  EXPECT_DOUBLE_EQ(c.shared_slowdown, 1.05);
+  EXPECT_TRUE(c.waits_hold_cores);
+  Hardware loaded = box;
+  loaded.intra = box.intra_oversubscribed;
+  const double act = 2.0 * m.seq * m.hidden * box.value_bytes;
+  const double ar = CollectiveSeconds(loaded, CollectiveKind::kAllReduce, act, 2, 2);
+  EXPECT_DOUBLE_EQ(c.forward_wait_s, m.layers * 2 * ar);
+  EXPECT_DOUBLE_EQ(c.backward_input_wait_s, m.layers * 2 * ar);
+  // With as many cores as ranks nothing is shared and the intra-node link is the measured one.
+  const scheduler::CostModel two = BuildCostModel(m, l, box, 2);
+  EXPECT_EQ(two.shared_cores, 0);
+  EXPECT_FALSE(two.waits_hold_cores);
+  EXPECT_DOUBLE_EQ(two.forward_wait_s, m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
+  // ZeRO gathers are prefetched: the unloaded link.
+  Layout z;
+  z.design = Design::kZero3;
+  z.schedule = "zero3";
+  z.zero = 4, z.micro_batch = 1;
+  const scheduler::CostModel zc = BuildCostModel(m, z, box, 4);
+  EXPECT_DOUBLE_EQ(zc.intra.bytes_per_s, BusBytesPerSecond(box, 4, 4));
+  EXPECT_DOUBLE_EQ(zc.intra.alpha_s, 3 * box.intra.latency_s);
+  // A gather waited on at once (the simulator picks intra_blocking for it) pays the loaded link,
+  // or the gathers' own fit where the box has one; TP collectives keep intra_node_oversubscribed.
+  Hardware loaded_ring = box;
+  loaded_ring.intra = box.intra_oversubscribed;
+  EXPECT_TRUE(zc.has_intra_blocking);
+  EXPECT_DOUBLE_EQ(zc.intra_blocking.bytes_per_s, BusBytesPerSecond(loaded_ring, 4, 4));
+  EXPECT_DOUBLE_EQ(zc.intra_blocking.alpha_s, 3 * 700e-6);
+  Hardware fitted = box;
+  fitted.intra_oversubscribed_gather = {0.6e9, 2200e-6, 1};
+  const scheduler::CostModel gc = BuildCostModel(m, z, fitted, 4);
+  Hardware gather_ring = box;
+  gather_ring.intra = fitted.intra_oversubscribed_gather;
+  EXPECT_DOUBLE_EQ(gc.intra_blocking.bytes_per_s, BusBytesPerSecond(gather_ring, 4, 4));
+  EXPECT_DOUBLE_EQ(gc.intra_blocking.alpha_s, 3 * 2200e-6);
+  EXPECT_DOUBLE_EQ(gc.intra.bytes_per_s, zc.intra.bytes_per_s);
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, fitted, 4).forward_wait_s, c.forward_wait_s);
+}
+// ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
+// time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the
+// default prefetch of one unit only each pass's first gather is waited on at once.
+TEST(Planner, ZeroThreeWithoutPrefetchWaitsOnEveryGather) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1");
+  l.prefetch = 0;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_pf0");
+  const Prediction none = Predict(m, l, h, 32);
+  l.prefetch = 1;
+  const Prediction one = Predict(m, l, h, 32);
+  // Prefetching leaves only the first gather of each pass exposed: less waited-on link time, and
+  // the same bytes moved.
+  EXPECT_GT(none.blocking_gather_s, 0);
+  EXPECT_LT(one.blocking_gather_s, none.blocking_gather_s / 2);
+  EXPECT_DOUBLE_EQ(one.gather_bytes, none.gather_bytes);
+  EXPECT_GE(none.step_s, one.step_s);
+  // Other designs have no prefetch depth to set.
+  Layout p;
+  p.design = Design::kZeroPP;
+  p.pp = 2, p.zero = 2, p.u = 2, p.prefetch = 0;
+  EXPECT_NE(p.Check(m, 4, 4, 32).find("prefetch(0)"), std::string::npos);
+}
+// Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or
+// NVMe files, and the step's tail becomes gradients down + CPU AdamW (or the NVMe stream, the
+// longer of the two) + parameters up, by hand from the description's host numbers.
+TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
+  const Hardware h = Toy();  // host 50 GB/s per node (4 devices offloading), PCIe 20 GB/s, NVMe 5 GB/s, bf16
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  const MemoryBreakdown none = PredictMemory(m, l, h, 32);
+  const double shard = m.Parameters() / 4;
+  EXPECT_DOUBLE_EQ(none.optimizer, 12 * shard);
+  l.offload = Offload::kCpu;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_offcpu");
+  const MemoryBreakdown cpu = PredictMemory(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(cpu.optimizer, 0);
+  EXPECT_DOUBLE_EQ(cpu.host, 12 * shard);
+  EXPECT_DOUBLE_EQ(none.Total() - cpu.Total(), 12 * shard);
+  const double moved = 2 * shard * 2 / 20e9;
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + shard * 30 * 4 / 50e9);
+  l.offload = Offload::kNvme;
+  const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(nvme.optimizer + nvme.host, 0);
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + std::max(shard * 30 * 4 / 50e9, 2 * shard * 12 / 5e9));
+  // On a CPU box host memory is the device's: offloading to it frees nothing there.
+  Hardware box = h;
+  box.shared_compute_units = 2;
+  l.offload = Offload::kCpu;
+  EXPECT_DOUBLE_EQ(PredictMemory(m, l, box, 32).optimizer, 12 * shard);
+  // The 3D baseline keeps its state on the device.
+  Layout d;
+  d.design = Design::k3D;
+  d.pp = 2, d.dp = 2, d.offload = Offload::kCpu;
+  EXPECT_NE(d.Check(m, 4, 4, 32).find("offload is zeropp's"), std::string::npos);
+}
+// plan tries offload only where nothing else fits: a device too small for the state on it, and
+// host memory too small for the state in it, leave NVMe.
+TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
+  PlanRequest q = SmallRequest(4);
+  q.designs = {Design::kZero3, Design::kZeroPP, Design::kPipeFsdp};
+  for (const Prediction& p : Plan(q).fitting) EXPECT_EQ(p.layout.offload, Offload::kNone) << p.layout.Name();
+  // Device memory one byte short of the smallest layout that keeps its state (every variant of
+  // every layout is considered when nothing fits).
+  q.offload = false;
+  q.hardware.memory_bytes = 1;
+  q.hardware.memory_bytes = Plan(q).smallest_memory - 1;
+  EXPECT_TRUE(Plan(q).fitting.empty());
+  const double shard = q.model.Parameters() / 4;
+  q.offload = true;
+  const PlanResult r = Plan(q);
+  ASSERT_FALSE(r.fitting.empty());
+  for (const Prediction& p : r.fitting) EXPECT_EQ(p.layout.offload, Offload::kCpu) << p.layout.Name();
+  q.hardware.host_capacity_bytes = 4 * 11 * shard;  // 4 devices per node, each needing 12 * shard
+  const PlanResult n = Plan(q);
+  ASSERT_FALSE(n.fitting.empty());
+  for (const Prediction& p : n.fitting) EXPECT_EQ(p.layout.offload, Offload::kNvme) << p.layout.Name();
+}
+TEST(Planner, RefusesImpossibleInputs) {
+  PlanRequest q = SmallRequest(0);
+  try {
+    Plan(q);
+    FAIL() << "planned for zero devices";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--gpus: got 0, expected a whole number >= 1");
+  }
+  q.devices = 6;  // not whole nodes of 4
+  EXPECT_THROW(Plan(q), std::invalid_argument);
+  // A model that fits nowhere: 175B on 8 devices of 80 GB. The smallest layout needs at least
+  // its compute and gradient shards, 4 bytes per parameter over 8 devices, the rest offloaded.
+  q.model = ModelPreset("gpt3-175b");
+  q.hardware = LoadHardware("scheduler/planner/hardware/a100-80gb-ib400.json");
+  q.devices = 8;
+  q.global_batch = 64;
+  const PlanResult r = Plan(q);
+  EXPECT_TRUE(r.fitting.empty());
+  EXPECT_EQ(r.over_memory, r.considered);
+  EXPECT_GE(r.smallest_memory, 4 * q.model.Parameters() / 8);  // compute and gradient shards (state offloaded)
+  EXPECT_FALSE(r.smallest_layout.empty());
+}
+
+}  // namespace
+}  // namespace planner
+}  // namespace zeropp
