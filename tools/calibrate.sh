@@ -20,9 +20,7 @@
 #     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
 #     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
-#     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted.
-#     The unshaped link is then measured again from training jobs (tools/calibrate_veth.sh), and
-#     that fit replaces the sweep's (kept in `source`);
+#     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted;
 #   - blocking collectives inside the box while its ranks outnumber its cores (tools/calibrate_pairs.sh,
 #     at shapes the validated layouts do not run): two tp=2 training jobs of the 3D baseline at once,
 #     their TP waits fitted (intra_node_oversubscribed: TP all-reduces, a pipeline's receives), and
@@ -219,7 +217,5 @@ print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer 
 print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (oversubscribed,
                                                                            len(over.splitlines()), hw["shared_compute_units"]))
 PY
-# Last, as they run the planner on this description: the blocking link between oversubscribed ranks,
-# then the unshaped two-node link as prefetched ZeRO-3 jobs see it.
+# Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
 tools/calibrate_pairs.sh "$OUT"
-tools/calibrate_veth.sh "$OUT"

@@ -95,9 +95,7 @@ sys.path.insert(0, "tools")
 import relative_fit
 out = sys.argv[1]
 hw = json.load(open(out))
-# calibrate_veth.sh's note, which comes after this script's, is kept as it is.
-src, sep, veth_note = hw.get("source", "").partition("; veth_unshaped from")
-src = src.split("; intra_node_oversubscribed from")[0]
+src = hw.get("source", "").split("; intra_node_oversubscribed from")[0]
 notes = []
 for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 jobs of the 3D baseline at once, their TP wait per step"),
                         (sys.argv[3], "intra_node_oversubscribed_gather",
@@ -112,7 +110,7 @@ for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 job
                     for (wd, c, mb, *_), (a, b, w) in zip(rows, pts))
     hw[key] = {"bandwidth_gbps": gbps, "latency_us": us, "efficiency": 1.0}
     notes.append("%s from %s fitted (tools/calibrate_pairs.sh): %.3f GB/s bus, %.0f us per hop (%s)" % (key, what, gbps, us, fit))
-hw["source"] = "; ".join(([src] if src else []) + notes) + (sep + veth_note if sep else "")
+hw["source"] = "; ".join(([src] if src else []) + notes)
 with open(out, "w") as f:
     json.dump(hw, f, indent=2)
     f.write("\n")
