@@ -154,6 +154,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         break;
       }
       case ActionKind::kReduceGrad:
+        if (cost.reduce_handling_s_per_byte > 0) {
+          Work w;
+          w.label = name + " (handling)";
+          w.seconds = chunk_bytes(vstage) * cost.reduce_handling_s_per_byte * scale;
+          x.queue.push_back(w);
+        }
         on_comm(cost.intra.Time(gather_bytes, collectives(vstage)), &x.reduce_bytes, gather_bytes);
         break;
       case ActionKind::kRelease:

@@ -82,6 +82,11 @@ struct CostModel {
   // uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (NCCL has its own
   // SMs and copy engines).
   double comm_cpu_s_per_byte = 0;
+  // The executor's own work per byte of a chunk's gradient (per rank) at each of its reductions
+  // (ReduceGrad: the unsharded gradient's bookkeeping and the collective's call), on the compute
+  // stream: a ZeRO-3 rank pays it per unit per micro-batch, a ZeroPP rank per unit of U, a
+  // pipeline without sharding once a step. 0 on GPUs.
+  double reduce_handling_s_per_byte = 0;
   // A CPU box's cores, when its ranks outnumber them: compute then runs at min(1, shared_cores /
   // ranks computing at that moment) of the speed the times above give (a whole core each). Each
   // simulated rank stands for ranks_per_simulated_rank of the box's ranks (its ZeRO, TP or DP

@@ -169,6 +169,41 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   EXPECT_DOUBLE_EQ(gc.intra.bytes_per_s, zc.intra.bytes_per_s);
   EXPECT_DOUBLE_EQ(BuildCostModel(m, l, fitted, 4).forward_wait_s, c.forward_wait_s);
 }
+// The executor's gradient bookkeeping (grad_handling_ns_per_param, measured per parameter of a unit
+// per reduction at a whole core) is charged at each reduction in the program: ZeRO-3 reduces every
+// unit every micro-batch, a pipeline without sharding each chunk once a step. By hand with Small():
+// ZeRO-3 over 4 ranks on 2 cores (half a core each) with 4 micro-batches per rank, against 1F1B over
+// 2 ranks on 2 cores with 16.
+TEST(Planner, GradientBookkeepingFollowsTheReductions) {
+  Hardware box = Toy();
+  box.shared_compute_units = 2;
+  Hardware kept = box;
+  kept.grad_handling_s_per_param = 2e-9;
+  const ModelShape m = Small();
+  Layout z;
+  z.design = Design::kZero3;
+  z.schedule = "zero3";
+  z.zero = 4, z.micro_batch = 1;
+  const scheduler::CostModel zc = BuildCostModel(m, z, kept, 4);
+  EXPECT_DOUBLE_EQ(zc.reduce_handling_s_per_byte, 2e-9 / box.value_bytes);
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, z, box, 4).reduce_handling_s_per_byte, 0);
+  const double params = m.EmbeddingParameters() + m.layers * m.LayerParameters();
+  const int global_batch = 16;  // 4 micro-batches on each of the 4 ranks
+  const double zero3 = Predict(m, z, kept, global_batch).compute_s - Predict(m, z, box, global_batch).compute_s;
+  EXPECT_NEAR(zero3, 4 * params * 2e-9 * 2, 1e-12);  // 4 reductions of every unit, at half a core
+  Layout p;
+  p.design = Design::k3D;
+  p.schedule = "1f1b";
+  p.pp = 2, p.micro_batch = 1;
+  scheduler::SimResult with, without;
+  Predict(m, p, kept, global_batch, &with);
+  Predict(m, p, box, global_batch, &without);
+  // Each stage reduces its chunk once: half the layers, plus the embedding (with the final norm,
+  // which EmbeddingParameters counts) on the first and the head's table on the last.
+  const double half = m.layers / 2 * m.LayerParameters();
+  const double stage[2] = {half + m.EmbeddingParameters(), half + static_cast<double>(m.vocab) * m.hidden};
+  for (int r = 0; r < 2; ++r) EXPECT_NEAR(with.busy_s[r] - without.busy_s[r], stage[r] * 2e-9, 1e-12) << r;
+}
 // ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
 // time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the
 // default prefetch of one unit only each pass's first gather is waited on at once.

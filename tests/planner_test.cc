@@ -196,8 +196,8 @@ TEST(CostModel, TensorParallelEmbeddingAndHeadByHand) {
               coll(CollectiveKind::kAllGather, act) + loss + coll(CollectiveKind::kReduceScatter, act), 1e-18);
 }
 // The executor's measured costs (./zpp calibrate on a CPU box): the optimizer at its measured
-// rate instead of the memory-bound formula, and the gradient bookkeeping per parameter of the layer
-// per micro-batch inside W, scaled by how many ranks share a core but not by compute_overhead.
+// rate instead of the memory-bound formula. The gradient bookkeeping is not in any action's cost:
+// the simulator charges it per reduction (planner_predict_test).
 TEST(CostModel, MeasuredOptimizerRateAndGradientBookkeeping) {
   std::string text = kHw;
   text.replace(text.find("\"allreduce_algorithm\""), 0,
@@ -207,17 +207,13 @@ TEST(CostModel, MeasuredOptimizerRateAndGradientBookkeeping) {
   EXPECT_NEAR(OptimizerSeconds(h, 1e6), 1e6 / 250e6, 1e-15);
   EXPECT_NEAR(OptimizerSeconds(plain, 1e6), 1e6 * 30 / (1000e9 * 0.5), 1e-15);  // bf16: 30 B per parameter
   const ModelShape m = Small();
+  EXPECT_DOUBLE_EQ(h.grad_handling_s_per_param, 0.5e-9);
   ComputeOptions o;
   o.micro_batch = 2;
-  o.share = 2;
-  o.compute_scale = o.share * h.compute_overhead;
-  const double layer_params = 12.0 * 64 * 64 + 13 * 64;  // QKV, proj, fc, fc2 with biases; two norms
-  ASSERT_NEAR(m.LayerParameters(), layer_params, 0.5);
+  o.compute_scale = h.compute_overhead;
   const ActionCost with = LayerCost(m, h, o), without = LayerCost(m, plain, o);
-  EXPECT_NEAR(with.backward_weight_s - without.backward_weight_s, layer_params * 0.5e-9 * 2, 1e-15);
-  EXPECT_NEAR(with.forward_s, without.forward_s, 1e-18);
-  const ActionCost head = HeadCost(m, h, o), head_plain = HeadCost(m, plain, o);
-  EXPECT_NEAR(head.backward_weight_s - head_plain.backward_weight_s, 128.0 * 64 * 0.5e-9 * 2, 1e-15);
+  EXPECT_DOUBLE_EQ(with.backward_weight_s - without.backward_weight_s, 0);
+  EXPECT_DOUBLE_EQ(HeadCost(m, h, o).backward_weight_s, HeadCost(m, plain, o).backward_weight_s);
 }
 // Eager execution's fixed cost per layer per micro-batch (./zpp calibrate fits it beside
 // compute_overhead): a third each in F, Bi and W of every layer, whatever its size, not scaled by

@@ -220,6 +220,31 @@ TEST(SimulatorTest, EachUnitOfAChunkIsItsOwnCollective) {
   EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.3 + 1 + 2 + 1.3);
 }
 
+// The executor's work per reduction (reduce_handling_s_per_byte) lands on the compute stream after
+// the backward, once per RS in the program: 3 reductions of a 2 MB chunk at 0.1 us a byte add
+// 3 x 0.2 s; with zero = 1 the RS itself moves nothing. ZeRO-3 over 4 units of a 1F1B rank's one
+// reduction: the cost follows the program's reductions, not its micro-batches.
+TEST(SimulatorTest, ReductionHandlingFollowsTheProgramsReductions) {
+  const Schedule per_mb = Schedule::Parse(
+      "schedule t pp=1 v=1 m=3 u=0\n"
+      "rank 0: F0.0 B0.0 RS0 F0.1 B0.1 RS0 F0.2 B0.2 RS0 OPT\n");
+  const Schedule per_step = Schedule::Parse(
+      "schedule t pp=1 v=1 m=3 u=0\n"
+      "rank 0: F0.0 B0.0 F0.1 B0.1 F0.2 B0.2 RS0 OPT\n");
+  CostModel c = Uniform();
+  c.stage_param_bytes = 2e6;
+  EXPECT_DOUBLE_EQ(Simulate(per_mb, c).step_s, 9);
+  c.reduce_handling_s_per_byte = 1e-7;
+  const SimResult r = Simulate(per_mb, c);
+  EXPECT_DOUBLE_EQ(r.step_s, 9 + 3 * 0.2);
+  EXPECT_DOUBLE_EQ(r.busy_s[0], 9 + 3 * 0.2);
+  EXPECT_DOUBLE_EQ(Simulate(per_step, c).step_s, 9 + 0.2);
+  // Per chunk: its own bytes (chunk_param_bytes), scaled like the rank's compute.
+  c.chunk_param_bytes = {5e6};
+  c.rank_compute_scale = {2};
+  EXPECT_DOUBLE_EQ(Simulate(per_step, c).step_s, 2 * 9 + 2 * 0.5);
+}
+
 TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
   SimResult r = Simulate(OneFOneB(2, 2), Uniform());
   std::string json = r.ChromeTraceJson();

@@ -133,8 +133,9 @@ PY
 # error, as compute_overhead x the cost model's time + layer_overhead_us per layer per micro-batch
 # (eager-mode costs shapes cannot see: a factor on the work and a fixed cost per layer call). The
 # first shape's profile also gives the optimizer (optimizer_mparams_per_s) and the executor's
-# per-chunk gradient bookkeeping (grad_handling_ns_per_param, per parameter per micro-batch). The
-# planner is then checked on layouts it was not calibrated on (./zpp bench planner-local).
+# gradient bookkeeping (grad_handling_ns_per_param: these runs reduce every unit every micro-batch,
+# so it is per parameter per reduction, and the planner charges it at each reduction a program
+# makes). The planner is then checked on layouts it was not calibrated on (./zpp bench planner-local).
 M=8
 DEPTH=4
 SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch
@@ -204,7 +205,7 @@ hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (para
 hw["source"] += ("; from %d concurrent 1-rank runs at each of %d micro-batch shapes, forward + backward fitted as "
                  "compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per micro-batch (%s); "
                  "at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns "
-                 "per parameter per micro-batch; twice as many runs at once: compute %.3f times slower per core "
+                 "per parameter per reduction; twice as many runs at once: compute %.3f times slower per core "
                  "(oversubscribed_compute_factor)"
                  % (len(fit_rows.splitlines()[0].split("|")[1].split(";")), len(shapes), factor, fixed * 1e6, fit,
                     measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
@@ -212,7 +213,7 @@ with open(out, "w") as f:
     json.dump(hw, f, indent=2)
     f.write("\n")
 print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer %.1f Mparam/s, gradient bookkeeping "
-      "%.3f ns/param/micro-batch (first shape, step %.4f s)" % (factor, fixed * 1e6, fit, hw["optimizer_mparams_per_s"],
+      "%.3f ns/param/reduction (first shape, step %.4f s)" % (factor, fixed * 1e6, fit, hw["optimizer_mparams_per_s"],
                                                                 hw["grad_handling_ns_per_param"], step))
 print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (oversubscribed,
                                                                            len(over.splitlines()), hw["shared_compute_units"]))

@@ -118,7 +118,6 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   c.forward_s = c.forward_s * o.compute_scale + fixed + c.tp_forward_s;
   c.backward_input_s = c.backward_input_s * o.compute_scale + fixed + c.tp_forward_s + c.tp_backward_extra_s;
   c.backward_weight_s = c.backward_weight_s * o.compute_scale + fixed;
-  c.backward_weight_s += m.LayerParameters() / t * hw.grad_handling_s_per_param * o.share;
   return c;
 }
 
@@ -157,7 +156,7 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   }
   c.forward_s = (f + ew) * o.compute_scale + comm_f;
   c.backward_input_s = (di + ew) * o.compute_scale + comm_b;
-  c.backward_weight_s = dw * o.compute_scale + m.vocab * k / t * hw.grad_handling_s_per_param * o.share;
+  c.backward_weight_s = dw * o.compute_scale;
   c.matmul_s = f + di + dw;
   c.elementwise_s = 2 * ew;
   c.tp_comm_s = comm_f + comm_b;

@@ -12,7 +12,8 @@
 // 2 in backward (with sequence parallelism: all-gathers and reduce-scatters of the same total),
 // on the critical path, inside F and Bi; with sequence parallelism the backward also gathers each
 // column-parallel input again (ComputeOptions::async_tp_backward). The executor's gradient
-// bookkeeping (grad_handling_ns_per_param per parameter of the layer, per micro-batch) is part of W.
+// bookkeeping (grad_handling_ns_per_param) is no action's: the simulator charges it at each of the
+// program's reductions (CostModel::reduce_handling_s_per_byte).
 // Collectives: alpha-beta per algorithm over the group's link class: a group inside one node
 // uses the intra-node link; a group spanning nodes with g of its ranks per node gets
 // min(intra, inter_node_total * g / devices_per_node), every local rank being in a concurrent
@@ -54,10 +55,8 @@ struct ComputeOptions {
   bool sequence_parallel = false;
   int micro_batch = 1;
   // Factor on compute times: compute_overhead (the predictor costs each action at a whole compute
-  // unit; on a CPU box the simulator shares the cores). share: a fixed share of a unit per rank,
-  // for the gradient bookkeeping term (1 in the predictor).
+  // unit; on a CPU box the simulator shares the cores).
   double compute_scale = 1;
-  double share = 1;
   // Sequence parallelism's backward re-gather of a column-parallel linear's input: overlapped
   // with the input-gradient GEMMs (Megatron, the planner's 3D on GPUs) or blocking
   // (benchmarks/baseline_3d, the 3D measured on a CPU box).

@@ -23,9 +23,10 @@
 //                                second / 1e6, gradient norm and clipping included); absent: the
 //                                memory-bound model of OptimizerSeconds
 //   grad_handling_ns_per_param   optional, default 0: the executor's own gradient bookkeeping per
-//                                parameter of a chunk per micro-batch (zeroing the unsharded
-//                                gradient buffer, handing it to the reduction, accumulating the
-//                                result), measured on a CPU box by ./zpp calibrate
+//                                parameter of a unit per reduction (handing the unsharded gradient
+//                                to the reduction and taking the result), at a whole core, measured
+//                                on a CPU box by ./zpp calibrate, whose 1-rank runs reduce every
+//                                unit every micro-batch; charged at each reduction in the program
 //   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
 //                                reserved: runtime context + allocator slack, never usable
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node

@@ -178,6 +178,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   const double share = ComputeShare(hw, devices_on_box);
   if (hw.shared_compute_units > 0) {
     c.comm_cpu_s_per_byte = 1 / hw.CommCpuBytesPerSecond();
+    // Measured per parameter of a unit per reduction (./zpp calibrate's 1-rank runs reduce every
+    // unit every micro-batch) at a whole core, as compute is; a chunk's bytes count all its tensor-
+    // parallel ranks' parameters.
+    c.reduce_handling_s_per_byte = hw.grad_handling_s_per_param / (hw.value_bytes * l.tp);
     if (share > 1) {
       c.shared_cores = hw.shared_compute_units;
       c.ranks_per_simulated_rank = std::max(1, devices_on_box / l.pp);
