@@ -222,8 +222,8 @@ TEST(SimulatorTest, EachUnitOfAChunkIsItsOwnCollective) {
 
 // The executor's work per reduction (reduce_handling_s_per_byte) lands on the compute stream after
 // the backward, once per RS in the program: 3 reductions of a 2 MB chunk at 0.1 us a byte add
-// 3 x 0.2 s; with zero = 1 the RS itself moves nothing. ZeRO-3 over 4 units of a 1F1B rank's one
-// reduction: the cost follows the program's reductions, not its micro-batches.
+// 3 x 0.2 s; with zero = 1 the RS itself moves nothing. A reduction every micro-batch (as ZeRO-3's)
+// against one a step (as a pipeline's): the cost follows the program's reductions.
 TEST(SimulatorTest, ReductionHandlingFollowsTheProgramsReductions) {
   const Schedule per_mb = Schedule::Parse(
       "schedule t pp=1 v=1 m=3 u=0\n"
