@@ -96,7 +96,8 @@ struct CostModel {
   int ranks_per_simulated_rank = 1;
   double shared_slowdown = 1;
   // With shared_cores: a rank waiting in a blocking collective inside a computation (the waits
-  // above) still counts among the ranks computing, so the others do not speed up meanwhile.
+  // above), or on a gather its next computation needs at once, still counts among the ranks
+  // computing, so the others do not speed up meanwhile.
   bool waits_hold_cores = false;
 };
 

@@ -174,6 +174,29 @@ TEST(SimulatorTest, WaitsThatHoldTheirCoresSlowTheOthers) {
   EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 13.75);
 }
 
+// A rank waiting on a gather it needs at once holds its core where waits do, by hand: rank 0 waits
+// 1 s for its gather, then computes a 2 s forward; rank 1 computes a 2 s forward from the start;
+// one core. Taking no core while it waits, rank 0 lets rank 1 run alone [0, 1]; then they share
+// [1, 3] and rank 0 finishes alone at 4. Holding it, rank 1 runs at half speed from the start,
+// finishes at 4, and rank 0 at 4.5.
+TEST(SimulatorTest, GatherWaitsHoldTheirCoresWhereWaitsDo) {
+  const Schedule s = Schedule::Parse(
+      "schedule t pp=2 v=1 m=1 u=0\n"
+      "rank 0: G0 F0.0 X0 OPT\n"
+      "rank 1: F0.0 OPT\n");
+  CostModel c;
+  c.forward_s = 2, c.backward_s = 0, c.backward_input_s = 0, c.backward_weight_s = 0;
+  c.zero = 2;
+  c.stage_param_bytes = 2;
+  c.intra = {1.0, 1e300};  // the gather is its latency alone
+  c.shared_cores = 1;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 4);
+  c.waits_hold_cores = true;
+  const SimResult r = Simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.step_s, 4.5);
+  EXPECT_DOUBLE_EQ(r.busy_s[1], 4);
+}
+
 // A gather whose chunk the very next computation needs is waited on at once: it runs on the
 // blocking link when one is set; a gather with a computation between it and its use (prefetched)
 // keeps the unloaded link. By hand, one rank, zero 2, two chunks of 2 MB (1 MB moved each).

@@ -190,7 +190,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
       // one mostly waits for its partner, which is computing, so the other stages' ranks do not
       // speed up meanwhile (our reading of planner-local r5: on the tp2 x pp2 rows the predicted
       // TP time was 1.02-1.19x the ranks' measured TP waits, the rest of the step 0.77-0.88x of
-      // the measured rest while waits took no core).
+      // the measured rest while waits took no core). The same for gathers waited on at once: traced
+      // on FSDP-in-1F1B u1 (planner-local-diagnostics-2026-11-23.txt, section 5), the executor's
+      // stage 0 computed no faster while stage 1 waited on its gathers, where the simulator had it
+      // run 17% short on both stages.
       c.waits_hold_cores = true;
     }
   }
