@@ -70,7 +70,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     size_t pc = 0;
     double t = 0, comm_t = 0, busy = 0;
     std::map<int, double> gather_ready;
-    std::map<int, bool> gather_at_once;  // the chunk's latest gather is waited on at once
+    std::map<int, double> at_once_ready;  // chunks whose latest gather is waited on at once
     std::map<std::pair<int, int>, double> act_ready, grad_ready;  // (own chunk, mb) -> arrival
     std::map<std::pair<int, int>, Key> act_posted, grad_posted;   // posted receives not yet arrived
     double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0, blocking_gather_s = 0;
@@ -152,7 +152,11 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         if (at_once) x.blocking_gather_s += wire_s;
         const double gather_s = cost.zero > 1 ? wire_s + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0;
         x.gather_ready[a.chunk] = on_comm(gather_s, &x.gather_bytes, gather_bytes);
-        x.gather_at_once[a.chunk] = at_once;
+        if (at_once) {
+          x.at_once_ready[a.chunk] = x.gather_ready[a.chunk];
+        } else {
+          x.at_once_ready.erase(a.chunk);
+        }
         break;
       }
       case ActionKind::kReduceGrad:
@@ -260,22 +264,22 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       }
     }
     // A rank waiting on a gather it needs at once holds its cores too where waits do (its partner
-    // is mostly still computing, and its transfer's copies run meanwhile).
-    auto holds_for_gather = [&](const R& x) {
-      const Work& w = x.queue.front();
-      if (!cost.waits_hold_cores || !w.wait_gather || x.start <= now) return false;
-      auto g = x.gather_ready.find(w.chunk);
-      auto once = x.gather_at_once.find(w.chunk);
-      return g != x.gather_ready.end() && g->second > now && once != x.gather_at_once.end() && once->second;
-    };
+    // is mostly still computing, and its transfer's copies run meanwhile): until that gather lands,
+    // or 0 when the rank holds none.
+    std::vector<double> held_until(pp, 0.0);
     double computing = 0;
     bool any = false;
-    for (const R& x : st) {
+    for (int r = 0; r < pp; ++r) {
+      const R& x = st[r];
       if (!x.running) continue;
       any = true;
-      if ((x.start <= now && (x.queue.front().shared ||
-                              (cost.waits_hold_cores && x.queue.front().part == Work::Part::kWait))) ||
-          holds_for_gather(x)) {
+      const Work& w = x.queue.front();
+      if (cost.waits_hold_cores && w.wait_gather && x.start > now) {
+        auto g = x.at_once_ready.find(w.chunk);
+        if (g != x.at_once_ready.end() && g->second > now) held_until[r] = g->second;
+      }
+      if ((x.start <= now && (w.shared || (cost.waits_hold_cores && w.part == Work::Part::kWait))) ||
+          held_until[r] > 0) {
         computing += ranks_each;
       }
     }
@@ -286,9 +290,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     auto rate_of = [&](const R& x) { return x.queue.front().shared ? rate : 1.0; };
     auto finish = [&](const R& x) { return x.start > now ? x.start : now + x.left / rate_of(x); };
     double next = std::numeric_limits<double>::infinity();
-    for (const R& x : st) {
-      if (x.running) next = std::min(next, finish(x));
-      if (x.running && holds_for_gather(x)) next = std::min(next, x.gather_ready.at(x.queue.front().chunk));
+    for (int r = 0; r < pp; ++r) {
+      if (st[r].running) next = std::min(next, finish(st[r]));
+      if (held_until[r] > 0) next = std::min(next, held_until[r]);
     }
     for (int r = 0; r < pp; ++r) {
       R& x = st[r];
