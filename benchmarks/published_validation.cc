@@ -3,7 +3,7 @@
 //   bazel-bin/benchmarks/published_validation benchmarks/published/*.json
 // Each file: a source and its cases (benchmarks/published/README.md). Per case: the predicted
 // iteration time from the hardware description the file names and the layout the paper states,
-// the published time (or TFLOP/s converted with the paper's own FLOP formula), the error. Ends
+// the published time (or tokens/s, or TFLOP/s converted with the paper's own FLOP formula), the error. Ends
 // with RESULT lines: mean absolute error (target 15%) and the worst case (target 25%).
 #include <cmath>
 #include <cstdio>
@@ -53,21 +53,32 @@ int main(int argc, char** argv) {
         m.hidden = mj.at("hidden");
         m.layers = mj.at("layers");
         m.heads = mj.at("heads");
-        m.kv_heads = m.heads;
-        m.ffn = 4 * m.hidden;
+        m.kv_heads = mj.value("kv_heads", m.heads);
+        m.ffn = mj.value("ffn", 4 * m.hidden);
         m.vocab = mj.at("vocab");
         m.seq = mj.at("seq");
-        m.tied_embedding = true;
+        m.tied_embedding = mj.value("tied_embedding", true);
         m.flash_attention = mj.value("flash_attention", false);
         m.selective_recompute = mj.value("selective_recompute", false);
         const json& lj = c.at("layout");
         Layout l;
-        l.design = Design::k3D;
-        l.tp = lj.at("tp");
-        l.pp = lj.at("pp");
-        l.dp = lj.at("dp");
+        const std::string design = lj.value("design", "3d");
+        if (design == "zero3") {
+          // ZeRO-3 / FSDP over `zero` devices (FULL_SHARD: every device), dp replicas (HSDP).
+          l.design = Design::kZero3;
+          l.zero = lj.at("zero");
+          l.dp = lj.value("dp", 1);
+          l.schedule = "zero3";
+        } else if (design == "3d") {
+          l.design = Design::k3D;
+          l.tp = lj.at("tp");
+          l.pp = lj.at("pp");
+          l.dp = lj.at("dp");
+          l.schedule = lj.value("schedule", "1f1b");
+        } else {
+          throw std::invalid_argument(m.name + ": layout.design is '" + design + "', expected 3d or zero3");
+        }
         l.micro_batch = lj.at("micro_batch");
-        l.schedule = lj.value("schedule", "1f1b");
         l.v = lj.value("v", 1);
         l.sequence_parallel = lj.value("sp", false);
         l.recompute = lj.value("recompute", false);
@@ -76,6 +87,8 @@ int main(int argc, char** argv) {
         double measured;
         if (c.contains("iteration_s")) {
           measured = c.at("iteration_s");
+        } else if (c.contains("tokens_per_s")) {  // the whole job's, as the source states it
+          measured = static_cast<double>(batch) * m.seq / c.at("tokens_per_s").get<double>();
         } else {
           measured = MegatronRecomputeFlops(m, batch) / (c.at("tflops_per_gpu").get<double>() * 1e12 * l.Devices());
         }
