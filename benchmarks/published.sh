@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //benchmarks:published_validation
-echo "# command: ./zpp bench published   ($(date -u +%Y-%m-%d), hardware: scheduler/planner/hardware/a100-80gb-ib200x8.json)"
+echo "# command: ./zpp bench published   ($(date -u +%Y-%m-%d); each source's hardware description, scheduler/planner/hardware/NAME.json, in brackets)"
 bazel-bin/benchmarks/published_validation benchmarks/published/*.json

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   std::vector<double> errors;
   std::string worst;
   double worst_err = 0;
-  int sources = 0;
+  int files = 0;
   std::printf("%-30s %5s %-38s %10s %10s %8s %7s %7s  %s\n", "case", "gpus", "layout", "measured_s", "predicted_s",
               "error", "MFU_pr", "mem_GB", "dominant");
   for (int i = 1; i < argc; ++i) {
@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
       if (!in) throw std::invalid_argument(std::string("cannot read ") + argv[i]);
       const json src = json::parse(in);
       const Hardware hw = LoadHardware(src.at("hardware").get<std::string>());
-      std::printf("# %s\n", src.at("source").get<std::string>().c_str());
-      ++sources;
+      std::printf("# [%s] %s\n", src.at("hardware").get<std::string>().c_str(),
+                  src.at("source").get<std::string>().c_str());
+      ++files;
       for (const json& c : src.at("cases")) {
         ModelShape m;
         const json& mj = c.at("model");
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
   double mean = 0;
   for (double e : errors) mean += e;
   mean /= errors.size();
-  std::printf("%zu cases from %d sources\n", errors.size(), sources);
+  std::printf("%zu cases from %d files\n", errors.size(), files);
   std::printf("RESULT published mean_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.15 %s\n", mean, mean,
               mean <= 0.15 ? "MET" : "MISSED");
   std::printf("RESULT published worst_abs_error_%s=%.3f fraction reference=0 ratio=%.3f target=0.25 %s\n", worst.c_str(),
