@@ -4,7 +4,11 @@
 #   2. single-GPU training of the bundled GPT at ~1.3B parameters in bf16: tokens/s and MFU;
 #   3. the oversized run: a GPT whose training state exceeds the GPU's memory (~5.2B parameters,
 #      ~84 GB on an 80 GB H100) with the optimizer offloaded to the CPU, loss over 5 steps, the step
-#      split into GPU compute, copies and CPU optimizer.
+#      split into GPU compute, copies and CPU optimizer;
+#   with a description of this GPU in the bundle (H100, A100), between 1 and 2: the planner's
+#   efficiencies measured here (gpu_calibrate.py: GEMM shapes, flash attention, copy bandwidth), and
+#   after 2: the planner's prediction of that step from the datasheet description and from the
+#   measured one, each against the measured step (RESULT planner-gpu-*).
 #   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: check 3 alone
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,6 +27,16 @@ print(f"{best:.1f}")
 PY
 )" || { echo "error: the bf16 matmul probe failed"; exit 1; }
 echo "MATMUL bf16 8192^3 best of 10: $tflops TFLOP/s"
+gpu_name="$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0))')"
+case "$gpu_name" in
+  *H100*) desc="$here/hardware/h100-80gb-ib400x8.json" ;;
+  *A100*) desc="$here/hardware/a100-80gb-ib200x8.json" ;;
+  *) desc=""; echo "NOTE: no planner description of '$gpu_name' in the bundle (H100, A100): no planner check" ;;
+esac
+measured="$here/hardware/measured.json"
+if [[ -n "$desc" && "$quick" != oversized ]]; then
+  "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} || { echo "error: gpu_calibrate.py failed"; desc=""; }
+fi
 threads="$(nproc)"
 if [[ "$quick" == quick ]]; then
   big=(--width 512 --depth 4 --heads 8 --context 256 --micro-batch 4 --steps 8 --bench-warmup 3)
@@ -49,5 +63,17 @@ if [[ "$quick" != oversized ]]; then
   out="$(train "${big[@]}" --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1)"; echo "$out"
   gf="$(grep -oP 'model_gflops=\K[0-9.]+' <<<"$out" | tail -1)"
   [[ -n "$gf" ]] && "$PY" -c "g=$gf/1000; t=$tflops; print(f'RESULT gpu-train model_tflops={g:.1f} TFLOP/s reference={t} ratio={g/t:.3f} target=0.4 ' + ('MET' if g/t >= 0.4 else 'MISSED'))"
+  step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
+  if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
+    # The same step as the planner sees it: one micro-batch of 8 sequences, byte vocabulary.
+    for d in "$desc" "$measured"; do
+      pred="$("$here/tools/plan" --predict --hardware "$d" --gpus 1 --hidden 2048 --layers 24 --heads 16 --seq 1024 \
+        --vocab 256 --micro-batch 8 --global-batch 8 --design zero3)" || continue
+      echo "$pred"
+      p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
+      tag="$([[ "$d" == "$measured" ]] && echo measured || echo datasheet)"
+      "$PY" -c "p=$p; m=$step; print(f'RESULT planner-gpu-$tag predicted_step_s={p:.4f} s reference={m} ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
+    done
+  fi
 fi
 train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" --profile 2>&1

@@ -10,17 +10,18 @@ BAZEL=(${ZPP_BAZEL:-bazel})
 src="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$src/../.." && pwd)"
 tests=(engine_parity_test pipeline_parity_test engine_offload_test engine_accounting_test device_test adamw_cuda_test nccl_backend_test)
-targets=(//tools:train //tools:launcher)
+targets=(//tools:train //tools:launcher //tools:plan)
 for t in "${tests[@]}"; do targets+=("//tests:$t"); done
 (cd "$root" && "${BAZEL[@]}" build --config=cuda "${targets[@]}")
 bin="$root/bazel-bin"
 rm -rf "$out"
-mkdir -p "$out"/{tests,tools,_solib_k8,lib,data}
+mkdir -p "$out"/{tests,tools,_solib_k8,lib,data,hardware}
 for t in "${tests[@]}"; do cp -L "$bin/tests/$t" "$out/tests/"; done
-cp -L "$bin/tools/train" "$bin/tools/launcher" "$out/tools/"
+cp -L "$bin/tools/train" "$bin/tools/launcher" "$bin/tools/plan" "$out/tools/"
+cp "$root"/scheduler/planner/hardware/{h100-80gb-ib400x8,a100-80gb-ib200x8}.json "$out/hardware/"
 # The binaries find the project's shared objects at $ORIGIN/../_solib_k8 (their RUNPATH); the
 # wheel's own libraries (torch, c10, CUDA, NCCL) come from the target machine's torch install.
-for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher"; do
+for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher" "$bin/tools/plan"; do
   ldd "$f" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$lib" in
       */_solib_k8/*) [[ "$lib" == *torch* ]] || cp -Ln "$lib" "$out/_solib_k8/" ;;
@@ -29,7 +30,7 @@ for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher"; d
   done
 done
 find /usr/share/common-licenses -maxdepth 1 -type f -exec cp {} "$out/data/" \;
-cp "$src/run_tests.sh" "$src/env.sh" "$src/gpu_checks.sh" "$out/"
+cp "$src/run_tests.sh" "$src/env.sh" "$src/gpu_checks.sh" "$src/gpu_calibrate.py" "$out/"
 chmod -R u+w "$out"
 size_kb=$(du -sk "$out" | cut -f1)
 echo "gpu bundle: $out ($((size_kb / 1024)) MiB, $(ls "$out/tests" | wc -l) test binaries); run: $out/run_tests.sh"

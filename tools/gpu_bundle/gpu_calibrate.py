@@ -1,0 +1,145 @@
+"""gpu_calibrate.py: measures one GPU for the planner's hardware description, as ./zpp calibrate
+measures the CPU box: the description's datasheet peaks stay, the efficiencies the planner applies to
+them are measured here instead of set by hand.
+
+  python3 gpu_calibrate.py --base h100-80gb-ib400x8.json --out measured.json [--quick] [--device cuda]
+
+Measured, each printed as a GPU_CALIBRATE line:
+  - matmul: bf16 GEMMs at square (1k-8k) and transformer shapes (8192 tokens x N x K), each's throughput over the
+    datasheet peak; fitted as max_efficiency x prod(d / (d + half_dim)) over M, N, K (the cost model's
+    curve, scheduler/planner/cost_model.cc), half_dim by grid, max_efficiency by least squares, both on
+    relative error;
+  - attention_efficiency: causal scaled_dot_product_attention (PyTorch picks its flash kernel), forward
+    and backward at head dim 128, counted as the planner counts it (forward 4*b*s^2*h/2 FLOPs,
+    backward 2.5x the forward);
+  - memory.efficiency: a 1 GiB device-to-device copy (read + write counted) over the datasheet bandwidth.
+The rest of the description (links, host, capacity, reserve) is the base file's. --device cpu with
+--dtype fp32 runs the same code on a CPU (a smoke run: its numbers describe nothing the planner uses).
+"""
+import argparse
+import json
+import time
+
+import torch
+
+
+def timed(fn, device, repeats, inner=10):
+    """Seconds per call of fn: the best of `repeats` runs of `inner` back-to-back calls between two
+    synchronisations (the host queues ahead as in training, so launch latency hides behind kernels
+    that outlast it), after two warm-up calls."""
+    for _ in range(2):
+        fn()
+    best = float("inf")
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t) / inner)
+    return best
+
+
+def sat(d, half):
+    return d / (d + half)
+
+
+def fit_matmul(points):
+    """points: (m, n, k, measured efficiency). Returns (max_efficiency, half_dim, worst relative error)."""
+    best = None
+    for half in [x * 4.0 for x in range(0, 257)]:
+        shape = [sat(m, half) * sat(n, half) * sat(k, half) for m, n, k, _ in points]
+        # max_eff minimising sum((max_eff * s / e - 1)^2): closed form.
+        num = sum(s / e for s, (_, _, _, e) in zip(shape, points))
+        den = sum((s / e) ** 2 for s, (_, _, _, e) in zip(shape, points))
+        eff = num / den
+        err = sum((eff * s / e - 1) ** 2 for s, (_, _, _, e) in zip(shape, points))
+        if best is None or err < best[0]:
+            worst = max(abs(eff * s / e - 1) for s, (_, _, _, e) in zip(shape, points))
+            best = (err, min(eff, 1.0), half, worst)
+    return best[1], best[2], best[3]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True, help="the datasheet description to start from")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--quick", action="store_true", help="small shapes, few repeats")
+    a = ap.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu_calibrate: --device cuda, but torch sees no CUDA device (expected a GPU)")
+    with open(a.base) as f:
+        hw = json.load(f)
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    peak = hw["peak_tflops"][a.dtype] * 1e12
+    dev = a.device
+    reps = 3 if a.quick else 10
+    scale = 8 if a.quick else 1  # --quick: every dimension / 8
+
+    points = []
+    dims = [1024, 2048, 4096, 8192]  # transformer-sized: the planner's GEMMs are tokens x width
+    model = [(8192, 3 * h, h) for h in (1024, 2048, 4096, 8192)] + [(8192, h, 4 * h) for h in (1024, 2048, 4096, 8192)]
+    shapes = [(d, d, d) for d in dims] + model
+    for m, n, k in shapes:
+        m, n, k = max(16, m // scale), max(16, n // scale), max(16, k // scale)
+        x = torch.randn(m, k, device=dev, dtype=dtype)
+        w = torch.randn(k, n, device=dev, dtype=dtype)
+        t = timed(lambda: x @ w, dev, reps)
+        e = 2.0 * m * n * k / t / peak
+        points.append((m, n, k, e))
+        print("GPU_CALIBRATE gemm [%d x %d] x [%d x %d]: %.1f TFLOP/s, %.3f of peak" % (m, k, k, n, e * peak / 1e12, e))
+        del x, w
+    max_eff, half, worst = fit_matmul(points)
+    print("GPU_CALIBRATE matmul max_efficiency=%.3f half_dim=%.0f (worst shape off the curve by %.1f%%)"
+          % (max_eff, half, 100 * worst))
+
+    attn = []
+    heads, hd = (16, 128) if not a.quick else (2, 64)
+    for s in ((2048, 4096, 8192) if not a.quick else (256, 512)):
+        b = max(1, 16384 // s) if not a.quick else 1
+        q, k, v = (torch.randn(b, heads, s, hd, device=dev, dtype=dtype, requires_grad=True) for _ in range(3))
+        fwd = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        g = torch.randn(b, heads, s, hd, device=dev, dtype=dtype)
+
+        def both():  # input gradients only, nothing accumulated
+            torch.autograd.grad(fwd(), (q, k, v), g)
+
+        t_f, t_fb = timed(fwd, dev, reps), timed(both, dev, reps)
+        flops_f = 4.0 * b * s * s * heads * hd * 0.5  # the planner's count: causal halves the product
+        e = 3.5 * flops_f / t_fb / peak
+        attn.append(e)
+        print("GPU_CALIBRATE attention causal b=%d heads=%d s=%d d=%d: forward %.1f TFLOP/s, forward+backward %.3f of peak"
+              % (b, heads, s, hd, flops_f / t_f / 1e12, e))
+        del q, k, v, g
+    attention_eff = sorted(attn)[len(attn) // 2]
+
+    n = (1 << 30) // 4 if not a.quick else (1 << 24)
+    src = torch.empty(n, device=dev, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    t = timed(lambda: dst.copy_(src), dev, reps)
+    bw = 2 * src.numel() * 4 / t
+    mem_eff = bw / (hw["memory"]["bandwidth_gbps"] * 1e9)
+    print("GPU_CALIBRATE copy %d MiB: %.0f GB/s (read + write), %.3f of the datasheet's %.0f GB/s"
+          % (src.numel() * 4 >> 20, bw / 1e9, mem_eff, hw["memory"]["bandwidth_gbps"]))
+
+    name = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"
+    hw["name"] = hw["name"] + "-measured"
+    hw["matmul"] = {"max_efficiency": round(max_eff, 4), "half_dim": half}
+    hw["attention_efficiency"] = round(min(attention_eff, 1.0), 4)
+    hw["memory"]["efficiency"] = round(min(mem_eff, 1.0), 4)
+    hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x d/(d+%.0f) "
+                    "per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d lengths); "
+                    "copy %.3f of the datasheet bandwidth." % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half,
+                                                               len(points), attention_eff, len(attn), mem_eff))
+    with open(a.out, "w") as f:
+        json.dump(hw, f, indent=2)
+        f.write("\n")
+    print("GPU_CALIBRATE wrote %s" % a.out)
+
+
+if __name__ == "__main__":
+    main()
