@@ -20,13 +20,13 @@ import argparse
 import json
 import time
 
-import torch
-
 
 def timed(fn, device, repeats, inner=10):
     """Seconds per call of fn: the best of `repeats` runs of `inner` back-to-back calls between two
     synchronisations (the host queues ahead as in training, so launch latency hides behind kernels
     that outlast it), after two warm-up calls."""
+    import torch
+
     for _ in range(2):
         fn()
     best = float("inf")
@@ -63,6 +63,8 @@ def fit_matmul(points):
 
 
 def main():
+    import torch  # here, so that the fit above is testable where torch is absent
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True, help="the datasheet description to start from")
     ap.add_argument("--out", required=True)

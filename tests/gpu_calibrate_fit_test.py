@@ -1,0 +1,37 @@
+"""The GPU calibration's matmul fit (tools/gpu_bundle/gpu_calibrate.py) recovers the cost model's
+curve, max_efficiency x prod(d / (d + half_dim)), from points made on it, and reports how far the
+worst point lies off the curve it fitted."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "gpu_bundle"))
+import gpu_calibrate  # noqa: E402
+
+
+def curve(eff, half, m, n, k):
+    return eff * m / (m + half) * n / (n + half) * k / (k + half)
+
+
+def main():
+    shapes = [(d, d, d) for d in (1024, 2048, 4096, 8192)] + [(8192, 3 * h, h) for h in (1024, 2048, 4096)]
+    # Exact points: the grid holds half_dim 128 (a multiple of 4), so the fit must find it and 0.8.
+    pts = [(m, n, k, curve(0.8, 128, m, n, k)) for m, n, k in shapes]
+    eff, half, worst = gpu_calibrate.fit_matmul(pts)
+    assert half == 128, half
+    assert abs(eff - 0.8) < 1e-9, eff
+    assert worst < 1e-9, worst
+    # One mid-sized shape 10% slow (2048 cubed, which no curve of this family dips at alone): the fit
+    # stays near the true curve and reports that point most of its 10% off (least squares over 7
+    # points spreads a little of it onto the others).
+    pts[1] = (pts[1][0], pts[1][1], pts[1][2], pts[1][3] * 0.9)
+    eff, half, worst = gpu_calibrate.fit_matmul(pts)
+    assert 0.75 < eff < 0.85 and 64 <= half <= 256, (eff, half)
+    assert 0.06 < worst < 0.1, worst
+    # An efficiency above the peak is capped at 1.
+    pts = [(m, n, k, 1.3) for m, n, k in shapes]
+    assert gpu_calibrate.fit_matmul(pts)[0] == 1.0
+    print("gpu_calibrate_fit_test: ok")
+
+
+if __name__ == "__main__":
+    main()
