@@ -5,10 +5,10 @@ them are measured here instead of set by hand.
   python3 gpu_calibrate.py --base h100-80gb-ib400x8.json --out measured.json [--quick] [--device cuda]
 
 Measured, each printed as a GPU_CALIBRATE line:
-  - matmul: bf16 GEMMs at square (1k-8k) and transformer shapes (8192 tokens x N x K), each's throughput over the
-    datasheet peak; fitted as max_efficiency x prod(d / (d + half_dim)) over M, N, K (the cost model's
-    curve, scheduler/planner/cost_model.cc), half_dim by grid, max_efficiency by least squares, both on
-    relative error;
+  - matmul: bf16 GEMMs at square (1k-8k) and transformer shapes (8192 tokens x N x K), each's
+    throughput over the datasheet peak; fitted as max_efficiency x prod(d / (d + half_dim)) over
+    M, N, K (the cost model's curve, scheduler/planner/cost_model.cc), half_dim by grid,
+    max_efficiency by least squares, both on relative error;
   - attention_efficiency: causal scaled_dot_product_attention (PyTorch picks its flash kernel), forward
     and backward at head dim 128, counted as the planner counts it (forward 4*b*s^2*h/2 FLOPs,
     backward 2.5x the forward);
@@ -114,8 +114,8 @@ def main():
         flops_f = 4.0 * b * s * s * heads * hd * 0.5  # the planner's count: causal halves the product
         e = 3.5 * flops_f / t_fb / peak
         attn.append(e)
-        print("GPU_CALIBRATE attention causal b=%d heads=%d s=%d d=%d: forward %.1f TFLOP/s, forward+backward %.3f of peak"
-              % (b, heads, s, hd, flops_f / t_f / 1e12, e))
+        print("GPU_CALIBRATE attention causal b=%d heads=%d s=%d d=%d: forward %.1f TFLOP/s, "
+              "forward+backward %.3f of peak" % (b, heads, s, hd, flops_f / t_f / 1e12, e))
         del q, k, v, g
     attention_eff = sorted(attn)[len(attn) // 2]
 
@@ -133,10 +133,11 @@ def main():
     hw["matmul"] = {"max_efficiency": round(max_eff, 4), "half_dim": half}
     hw["attention_efficiency"] = round(min(attention_eff, 1.0), 4)
     hw["memory"]["efficiency"] = round(min(mem_eff, 1.0), 4)
-    hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x d/(d+%.0f) "
-                    "per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d lengths); "
-                    "copy %.3f of the datasheet bandwidth." % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half,
-                                                               len(points), attention_eff, len(attn), mem_eff))
+    hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x "
+                    "d/(d+%.0f) per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d "
+                    "lengths); copy %.3f of the datasheet bandwidth."
+                    % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half, len(points), attention_eff, len(attn),
+                       mem_eff))
     with open(a.out, "w") as f:
         json.dump(hw, f, indent=2)
         f.write("\n")

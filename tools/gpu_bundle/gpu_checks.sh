@@ -35,7 +35,8 @@ case "$gpu_name" in
 esac
 measured="$here/hardware/measured.json"
 if [[ -n "$desc" && "$quick" != oversized ]]; then
-  "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} || { echo "error: gpu_calibrate.py failed"; desc=""; }
+  "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} ||
+    { echo "error: gpu_calibrate.py failed"; desc=""; }
 fi
 threads="$(nproc)"
 if [[ "$quick" == quick ]]; then
@@ -72,7 +73,8 @@ if [[ "$quick" != oversized ]]; then
       echo "$pred"
       p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
       tag="$([[ "$d" == "$measured" ]] && echo measured || echo datasheet)"
-      "$PY" -c "p=$p; m=$step; print(f'RESULT planner-gpu-$tag predicted_step_s={p:.4f} s reference={m} ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
+      "$PY" -c "p=$p; m=$step; print(f'RESULT planner-gpu-$tag predicted_step_s={p:.4f} s reference={m} '
+                                      f'ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
     done
   fi
 fi
