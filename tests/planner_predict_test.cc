@@ -257,6 +257,14 @@ TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
   const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
   EXPECT_DOUBLE_EQ(nvme.optimizer + nvme.host, 0);
   EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + std::max(shard * 30 * 4 / 50e9, 2 * shard * 12 / 5e9));
+  // A host whose cores update slower than its memory moves: the measured AdamW rate bounds the
+  // CPU's part (the node's 4 shards at 1 Mparam/s); a fast one leaves the memory bound.
+  l.offload = Offload::kCpu;
+  Hardware slow = h;
+  slow.host_adamw_params_per_s = 1e6;
+  EXPECT_DOUBLE_EQ(Predict(m, l, slow, 32).optimizer_s, moved + shard * 4 / 1e6);
+  slow.host_adamw_params_per_s = 1e15;
+  EXPECT_DOUBLE_EQ(Predict(m, l, slow, 32).optimizer_s, moved + shard * 30 * 4 / 50e9);
   // On a CPU box host memory is the device's: offloading to it frees nothing there.
   Hardware box = h;
   box.shared_compute_units = 2;

@@ -181,7 +181,11 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, i
                                  double cpu_share) {
   const double io = nvme ? 2 * params * (hw.value_bytes == 2 ? 12.0 : 8.0) / hw.nvme_bytes_per_s : 0.0;
   if (hw.shared_compute_units > 0) return std::max(OptimizerSeconds(hw, params) * cpu_share, io);
-  const double cpu = params * AdamBytesPerParam(hw) * std::max(1, devices_on_node) / hw.host_bytes_per_s;
+  // The node's CPU updates every offloading device's shard: memory-bound, or bound by the measured
+  // AdamW rate of its cores where the description has one, whichever is slower.
+  const double node_params = params * std::max(1, devices_on_node);
+  double cpu = node_params * AdamBytesPerParam(hw) / hw.host_bytes_per_s;
+  if (hw.host_adamw_params_per_s > 0) cpu = std::max(cpu, node_params / hw.host_adamw_params_per_s);
   return 2 * params * hw.value_bytes / hw.pcie_bytes_per_s + std::max(cpu, io);
 }
 

@@ -95,7 +95,8 @@ double OptimizerSeconds(const Hardware& hw, double params);
 // memory bandwidth shared by the node's `devices_on_node` offloading devices (the bytes above), the
 // updated compute shard up. NVMe (hw.nvme, per device): master and
 // moments read and written back, streamed unit by unit beside the CPU's update, so the longer of
-// the two counts. On a CPU box (shared compute units) the host is the device: no transfer, the
+// the two counts. With host.adamw_mparams_per_s the CPU's update takes at least the node's
+// parameters at that rate. On a CPU box (shared compute units) the host is the device: no transfer, the
 // measured optimizer rate on cpu_share of a core (ComputeOptions::share).
 double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node,
                                  double cpu_share);

@@ -114,6 +114,9 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.pcie_bytes_per_s = r.Number("host.pcie_gbps", 1e-3, 1e6) * 1e9;
   h.nvme_bytes_per_s = r.Number("host.nvme_gbps", 1e-3, 1e6) * 1e9;
   if (r.Has("host.capacity_gb")) h.host_capacity_bytes = r.Number("host.capacity_gb", 1e-3, 1e9) * 1e9;
+  if (r.Has("host.adamw_mparams_per_s")) {
+    h.host_adamw_params_per_s = r.Number("host.adamw_mparams_per_s", 1e-3, 1e9) * 1e6;
+  }
   return h;
 }
 

@@ -49,10 +49,12 @@
 //                                transport (an unloaded loopback ring, one rank per core); sets the
 //                                compute a rank loses per byte it communicates. Default: intra_node
 //   allreduce_algorithm          "ring", "tree" or "auto" (the faster of the two per call)
-//   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps[, capacity_gb]}    for offload; memory
-//                                bandwidth and capacity per NODE (shared by its devices; capacity
-//                                optional: without it host memory is not checked), PCIe and NVMe
-//                                per device
+//   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps[, capacity_gb][, adamw_mparams_per_s]}
+//                                for offload; memory bandwidth and capacity per NODE (shared by its
+//                                devices; capacity optional: without it host memory is not checked),
+//                                PCIe and NVMe per device; adamw_mparams_per_s optional: the node's
+//                                CPU AdamW rate, all its cores (measured: gpu_calibrate.py), for
+//                                hosts where the update is compute- rather than memory-bound
 // Throws std::invalid_argument naming the file, the field, the value and what was expected.
 #pragma once
 
@@ -100,6 +102,7 @@ struct Hardware {
   double pcie_bytes_per_s = 0;
   double nvme_bytes_per_s = 0;
   double host_capacity_bytes = 0;  // per node; 0: unknown
+  double host_adamw_params_per_s = 0;  // per node; 0: memory-bound only
 };
 
 Hardware ParseHardware(const std::string& json_text, const std::string& origin);

@@ -12,8 +12,14 @@ Measured, each printed as a GPU_CALIBRATE line:
   - attention_efficiency: causal scaled_dot_product_attention (PyTorch picks its flash kernel), forward
     and backward at head dim 128, counted as the planner counts it (forward 4*b*s^2*h/2 FLOPs,
     backward 2.5x the forward);
-  - memory.efficiency: a 1 GiB device-to-device copy (read + write counted) over the datasheet bandwidth.
-The rest of the description (links, host, capacity, reserve) is the base file's. --device cpu with
+  - memory.efficiency: a 1 GiB device-to-device copy (read + write counted) over the datasheet bandwidth;
+  - the host, for the offload model (this machine's, which need not be the base file's DGX):
+    host.pcie_gbps from pinned 1 GiB copies each way (their harmonic mean: the step moves gradients
+    down and parameters up), host.memory_bandwidth_gbps from a 1 GiB host copy on every core,
+    host.adamw_mparams_per_s from torch's fused CPU AdamW over 2^26 parameters on every core (zeropp's
+    own kernel ran within 5% of it on the 2-core box, benchmarks/results/adam-2026-11-22.txt), and
+    host.capacity_gb from the machine's memory.
+The rest of the description (links, device capacity, reserve) is the base file's. --device cpu with
 --dtype fp32 runs the same code on a CPU (a smoke run: its numbers describe nothing the planner uses).
 """
 import argparse
@@ -60,6 +66,41 @@ def fit_matmul(points):
             worst = max(abs(eff * s / e - 1) for s, (_, _, _, e) in zip(shape, points))
             best = (err, min(eff, 1.0), half, worst)
     return best[1], best[2], best[3]
+
+
+def measure_host(torch, dev, reps, quick):
+    """The host's numbers for the offload model (see the module's docstring), as host.* fields."""
+    import os
+
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(cores)
+    out = {"capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)}
+    n = (1 << 30) // 4 if not quick else (1 << 24)
+    src = torch.empty(n, dtype=torch.float32).fill_(1)
+    dst = torch.empty_like(src)
+    t = timed(lambda: dst.copy_(src), "cpu", reps, inner=2)
+    out["memory_bandwidth_gbps"] = round(2 * n * 4 / t / 1e9, 2)
+    print("GPU_CALIBRATE host copy %d MiB on %d threads: %.1f GB/s (read + write)" % (n * 4 >> 20, cores,
+                                                                                 out["memory_bandwidth_gbps"]))
+    if dev == "cuda":
+        pinned = src.pin_memory()
+        on_dev = torch.empty(n, dtype=torch.float32, device="cuda")
+        down = n * 4 / timed(lambda: pinned.copy_(on_dev, non_blocking=True), dev, reps, inner=2)
+        up = n * 4 / timed(lambda: on_dev.copy_(pinned, non_blocking=True), dev, reps, inner=2)
+        out["pcie_gbps"] = round(2 / (1 / down + 1 / up) / 1e9, 2)
+        print("GPU_CALIBRATE pinned copies %d MiB: device-to-host %.1f GB/s, host-to-device %.1f GB/s"
+              % (n * 4 >> 20, down / 1e9, up / 1e9))
+        del pinned, on_dev
+    del src, dst
+    p = (1 << 26) if not quick else (1 << 20)
+    w = torch.nn.Parameter(torch.zeros(p))
+    w.grad = torch.full((p,), 1e-3)
+    opt = torch.optim.AdamW([w], lr=1e-3, fused=True)
+    t = timed(opt.step, "cpu", reps, inner=2)
+    out["adamw_mparams_per_s"] = round(p / t / 1e6, 1)
+    print("GPU_CALIBRATE host AdamW (torch fused, %d threads) over %d parameters: %.0f Mparam/s"
+          % (cores, p, out["adamw_mparams_per_s"]))
+    return out
 
 
 def main():
@@ -128,6 +169,9 @@ def main():
     print("GPU_CALIBRATE copy %d MiB: %.0f GB/s (read + write), %.3f of the datasheet's %.0f GB/s"
           % (src.numel() * 4 >> 20, bw / 1e9, mem_eff, hw["memory"]["bandwidth_gbps"]))
 
+    host = measure_host(torch, dev, reps, a.quick)
+    hw["host"].update(host)
+
     name = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"
     hw["name"] = hw["name"] + "-measured"
     hw["matmul"] = {"max_efficiency": round(max_eff, 4), "half_dim": half}
@@ -135,9 +179,9 @@ def main():
     hw["memory"]["efficiency"] = round(min(mem_eff, 1.0), 4)
     hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x "
                     "d/(d+%.0f) per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d "
-                    "lengths); copy %.3f of the datasheet bandwidth."
+                    "lengths); copy %.3f of the datasheet bandwidth; host (this machine's): %s."
                     % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half, len(points), attention_eff, len(attn),
-                       mem_eff))
+                       mem_eff, ", ".join("%s %s" % kv for kv in sorted(host.items()))))
     with open(a.out, "w") as f:
         json.dump(hw, f, indent=2)
         f.write("\n")

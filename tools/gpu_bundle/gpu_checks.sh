@@ -7,8 +7,8 @@
 #      split into GPU compute, copies and CPU optimizer;
 #   with a description of this GPU in the bundle (H100, A100), between 1 and 2: the planner's
 #   efficiencies measured here (gpu_calibrate.py: GEMM shapes, flash attention, copy bandwidth), and
-#   after 2: the planner's prediction of that step from the datasheet description and from the
-#   measured one, each against the measured step (RESULT planner-gpu-*).
+#   after 2 and 3: the planner's prediction of each step from the datasheet description and from
+#   the measured one, against the measured step (RESULT planner-gpu-*, planner-gpu-offload-*).
 #   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: check 3 alone
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -34,7 +34,7 @@ case "$gpu_name" in
   *) desc=""; echo "NOTE: no planner description of '$gpu_name' in the bundle (H100, A100): no planner check" ;;
 esac
 measured="$here/hardware/measured.json"
-if [[ -n "$desc" && "$quick" != oversized ]]; then
+if [[ -n "$desc" ]]; then
   "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} ||
     { echo "error: gpu_calibrate.py failed"; desc=""; }
 fi
@@ -78,4 +78,19 @@ if [[ "$quick" != oversized ]]; then
     done
   fi
 fi
-train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" --profile 2>&1
+out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
+  --profile 2>&1)"
+echo "$out"
+step="$(grep -oP 'PROFILE .*step_s=\K[0-9.]+' <<<"$out" | tail -1)"
+if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
+  # The planner's offload model (PCIe both ways, the host's AdamW) on the same step.
+  for d in "$desc" "$measured"; do
+    pred="$("$here/tools/plan" --predict --hardware "$d" --gpus 1 --hidden 4096 --layers "$depth" --heads 32 \
+      --seq 1024 --vocab 256 --micro-batch 2 --global-batch 2 --design zero3 --recompute --offload cpu)" || continue
+    echo "$pred"
+    p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
+    tag="$([[ "$d" == "$measured" ]] && echo measured || echo datasheet)"
+    "$PY" -c "p=$p; m=$step; print(f'RESULT planner-gpu-offload-$tag predicted_step_s={p:.3f} s reference={m} '
+                                    f'ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
+  done
+fi
