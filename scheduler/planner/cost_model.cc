@@ -186,7 +186,9 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, i
   const double node_params = params * std::max(1, devices_on_node);
   double cpu = node_params * AdamBytesPerParam(hw) / hw.host_bytes_per_s;
   if (hw.host_adamw_params_per_s > 0) cpu = std::max(cpu, node_params / hw.host_adamw_params_per_s);
-  return 2 * params * hw.value_bytes / hw.pcie_bytes_per_s + std::max(cpu, io);
+  // zeropp's staging (zeropp/host_staging.h) moves fp32 both ways: the gradient is cast on the device
+  // before it goes down, the updated master goes up whole and is cast there.
+  return 2 * params * 4.0 / hw.pcie_bytes_per_s + std::max(cpu, io);
 }
 
 }  // namespace planner

@@ -91,13 +91,13 @@ ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeO
 // moments and gradient read, bf16 copy written).
 double OptimizerSeconds(const Hardware& hw, double params);
 // The same step with master and moments offloaded (zeropp's engine, ZeRO-Offload), serially as the
-// engine's step runs it: the gradient shard down over PCIe, AdamW on the CPU at the node's host
-// memory bandwidth shared by the node's `devices_on_node` offloading devices (the bytes above), the
-// updated compute shard up. NVMe (hw.nvme, per device): master and
-// moments read and written back, streamed unit by unit beside the CPU's update, so the longer of
-// the two counts. With host.adamw_mparams_per_s the CPU's update takes at least the node's
-// parameters at that rate. On a CPU box (shared compute units) the host is the device: no transfer, the
-// measured optimizer rate on cpu_share of a core (ComputeOptions::share).
+// engine's step runs it: the gradient shard down over PCIe and the updated master up, fp32 both ways
+// as zeropp stages them (zeropp/host_staging.h); between them AdamW on the CPU at the node's host
+// memory bandwidth shared by the node's `devices_on_node` offloading devices (the bytes above), or
+// at host.adamw_mparams_per_s for the node's parameters where that is slower. NVMe (hw.nvme, per
+// device): master and moments read and written back, streamed unit by unit beside the CPU's
+// update, so the longer of the two counts. On a CPU box (shared compute units) the host is the
+// device: no transfer, the measured optimizer rate on cpu_share of a core (ComputeOptions::share).
 double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node,
                                  double cpu_share);
 
