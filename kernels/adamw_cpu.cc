@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -29,7 +30,7 @@ inline uint16_t FloatToBf16(float f) {
 
 void ScalarRange(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
-    const float g = a.grad ? a.grad[i] : Bf16ToFloat(a.grad_bf16[i]);
+    const float g = (a.grad ? a.grad[i] : Bf16ToFloat(a.grad_bf16[i])) * a.grad_scale;
     // The vector paths' (and the CUDA kernel's) rounding order, element for element: std::fma
     // rounds once, as the vector FMA does, so every path gives the same bits.
     const float m = std::fma(a.exp_avg[i], c.b1, c.one_minus_b1 * g);
@@ -46,7 +47,8 @@ void ScalarRange(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin, int64_
 __attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const AdamWCoeffs& c, int64_t begin, int64_t end) {
   const __m256 b1 = _mm256_set1_ps(c.b1), b2 = _mm256_set1_ps(c.b2), omb1 = _mm256_set1_ps(c.one_minus_b1),
                omb2 = _mm256_set1_ps(c.one_minus_b2), eps = _mm256_set1_ps(c.eps), ss = _mm256_set1_ps(c.step_size),
-               inv_bc2 = _mm256_set1_ps(c.inv_bc2_sqrt), decay = _mm256_set1_ps(c.decay);
+               inv_bc2 = _mm256_set1_ps(c.inv_bc2_sqrt), decay = _mm256_set1_ps(c.decay),
+               scale = _mm256_set1_ps(a.grad_scale);
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     __m256 g;
@@ -56,6 +58,7 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const Ada
       __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.grad_bf16 + i));
       g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     }
+    g = _mm256_mul_ps(g, scale);
     __m256 m = _mm256_fmadd_ps(_mm256_loadu_ps(a.exp_avg + i), b1, _mm256_mul_ps(omb1, g));
     __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(a.exp_avg_sq + i), b2, _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
     _mm256_storeu_ps(a.exp_avg + i, m);
@@ -75,7 +78,8 @@ __attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a,
                                                               int64_t end) {
   const __m512 b1 = _mm512_set1_ps(c.b1), b2 = _mm512_set1_ps(c.b2), omb1 = _mm512_set1_ps(c.one_minus_b1),
                omb2 = _mm512_set1_ps(c.one_minus_b2), eps = _mm512_set1_ps(c.eps), ss = _mm512_set1_ps(c.step_size),
-               inv_bc2 = _mm512_set1_ps(c.inv_bc2_sqrt), decay = _mm512_set1_ps(c.decay);
+               inv_bc2 = _mm512_set1_ps(c.inv_bc2_sqrt), decay = _mm512_set1_ps(c.decay),
+               scale = _mm512_set1_ps(a.grad_scale);
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
@@ -86,6 +90,7 @@ __attribute__((target("avx512f,avx512bw"))) void Avx512Range(const AdamWArgs& a,
       __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.grad_bf16 + i));
       g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
+    g = _mm512_mul_ps(g, scale);
     __m512 m = _mm512_fmadd_ps(_mm512_loadu_ps(a.exp_avg + i), b1, _mm512_mul_ps(omb1, g));
     __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(a.exp_avg_sq + i), b2, _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
     _mm512_storeu_ps(a.exp_avg + i, m);
@@ -173,6 +178,41 @@ void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads
   const AdamWCoeffs c = MakeAdamWCoeffs(h);
   RangeFn fn = Pick(path);
   Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
+}
+
+namespace {
+
+double ChunkSumOfSquares(const float* x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+  }
+  for (; i < n; ++i) acc[i % 8] += static_cast<double>(x[i]) * x[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+}  // namespace
+
+double SumOfSquares(const float* x, int64_t n, int threads) {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(std::max<int64_t>(chunks, 0)), 0.0);
+  auto run = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) part[c] = ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
+  };
+  const int64_t t = std::max<int64_t>(1, std::min<int64_t>(threads, chunks));
+  const int64_t per = t > 0 ? (chunks + t - 1) / t : 0;
+  std::vector<std::thread> pool;
+  for (int64_t k = 1; k < t; ++k) {
+    const int64_t c0 = k * per, c1 = std::min(chunks, c0 + per);
+    if (c0 < c1) pool.emplace_back([=, &run] { run(c0, c1); });
+  }
+  run(0, std::min(chunks, per));
+  for (auto& th : pool) th.join();
+  double sum = 0;
+  for (double p : part) sum += p;
+  return sum;
 }
 
 void CastFloatToBf16(const float* in, uint16_t* out, int64_t n) {

@@ -32,6 +32,9 @@ struct AdamWArgs {
   float* exp_avg_sq = nullptr;
   uint16_t* param_bf16_out = nullptr;   // optional: bf16 copy of the updated parameters
   int64_t n = 0;
+  // Each gradient value is multiplied by this first (one fp32 rounding, as a separate multiply
+  // would round it): gradient clipping's factor without a scaled copy of the gradient.
+  float grad_scale = 1.0f;
 };
 
 // Throws std::invalid_argument when the forced path is not available on this CPU or the
@@ -46,6 +49,11 @@ inline void AdamWCpu(float* p, const float* g, float* m, float* v, int64_t n, co
   a.n = n;
   AdamWCpu(a, h, BestCpuPath(), 1);
 }
+
+// Sum of x[i]^2 in double (the gradient norm's pass). Fixed chunks of 2^16 values, each summed
+// over 8 interleaved partial sums, chunks added in order: the result does not depend on `threads`.
+// (A single running sum is one dependent double add per value: ~4x slower than memory here.)
+double SumOfSquares(const float* x, int64_t n, int threads = 1);
 
 // Round-to-nearest-even fp32 -> bf16, and bf16 -> fp32 (exact). NaN stays NaN. Plain loops: the
 // AdamW kernel fuses the bf16 copy-out itself, these serve everything else.

@@ -121,6 +121,72 @@ TEST(AdamWCpuPathsTest, AllPathsGiveTheSameBits) {
   }
 }
 
+// A gradient scale (clipping's factor) applied by the kernel as it reads each value gives the same
+// bits as scaling a copy of the gradient first, on every path and for bf16 gradients too; a scale
+// of 1 changes nothing.
+TEST(AdamWCpuPathsTest, GradScaleEqualsAScaledCopy) {
+  const int64_t n = (1 << 12) + 23;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d;
+  std::vector<float> p0(n), g(n);
+  for (auto& x : p0) x = d(rng);
+  for (auto& x : g) x = d(rng) * 3e-2f;
+  std::vector<uint16_t> gb(n);
+  CastFloatToBf16(g.data(), gb.data(), n);
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+    if (!CpuPathAvailable(path)) continue;
+    for (bool bf16_grad : {false, true}) {
+      for (float scale : {0.37f, 1.0f}) {
+        std::vector<float> src(n);
+        if (bf16_grad) {
+          CastBf16ToFloat(gb.data(), src.data(), n);
+        } else {
+          src = g;
+        }
+        std::vector<float> scaled(n);
+        for (int64_t i = 0; i < n; ++i) scaled[i] = src[i] * scale;
+        std::vector<float> p1 = p0, m1(n, 0.f), v1(n, 0.f), p2 = p0, m2(n, 0.f), v2(n, 0.f);
+        AdamWHyper h = TestHyper();
+        for (int64_t step = 1; step <= 3; ++step) {
+          h.step = step;
+          AdamWArgs a;
+          a.param = p1.data(), a.exp_avg = m1.data(), a.exp_avg_sq = v1.data(), a.n = n;
+          if (bf16_grad) {
+            a.grad_bf16 = gb.data();
+          } else {
+            a.grad = g.data();
+          }
+          a.grad_scale = scale;
+          AdamWCpu(a, h, path, /*threads=*/2);
+          AdamWArgs b;
+          b.param = p2.data(), b.exp_avg = m2.data(), b.exp_avg_sq = v2.data(), b.n = n, b.grad = scaled.data();
+          AdamWCpu(b, h, path, /*threads=*/2);
+        }
+        EXPECT_EQ(p1, p2) << CpuPathName(path) << " bf16_grad=" << bf16_grad << " scale=" << scale;
+        EXPECT_EQ(m1, m2) << CpuPathName(path) << " bf16_grad=" << bf16_grad << " scale=" << scale;
+        EXPECT_EQ(v1, v2) << CpuPathName(path) << " bf16_grad=" << bf16_grad << " scale=" << scale;
+        if (scale != 1.0f) EXPECT_NE(p1, p0);
+      }
+    }
+  }
+}
+
+// The gradient norm's sum of squares: within double rounding of a long-double sum, and the same
+// bits for every thread count (fixed chunks added in order), for sizes with tails and none.
+TEST(SumOfSquaresTest, MatchesALongDoubleSumForEveryThreadCount) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{(1 << 16) - 1}, int64_t{(1 << 18) + 29}}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = d(rng) * 1e-3f;
+    long double ref = 0;
+    for (float v : x) ref += static_cast<long double>(v) * v;
+    const double one = SumOfSquares(x.data(), n, 1);
+    EXPECT_NEAR(one, static_cast<double>(ref), 1e-12 * static_cast<double>(ref) + 1e-300) << "n=" << n;
+    for (int threads : {2, 3, 7}) EXPECT_EQ(SumOfSquares(x.data(), n, threads), one) << "n=" << n << " threads=" << threads;
+  }
+}
+
 TEST(Bf16CastTest, RoundsToNearestEvenAndKeepsNaN) {
   const float in[] = {1.0f, 1.00390625f /* halfway: ties to even (down) */, 1.01171875f /* halfway: up */,
                       -2.5f, std::nanf(""), 3.4e38f};
