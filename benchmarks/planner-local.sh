@@ -34,13 +34,21 @@ case "$1" in
     trap 'rm -rf "$WORK"' EXIT
     # Sub-bench output is kept, prefixed "#| ": the measurements behind the table below.
     tools/calibrate.sh "$HW" 2>&1 | sed 's/^/#| /'
+    # The box's speed now and after each bench: the calibration's third shape run again (one run per
+    # core at once). A diagnostic beside the table; the predictions never use it.
+    UNITS=$(python3 -c "import json; print(json.load(open('$HW'))['shared_compute_units'])")
+    speed() { tools/reference_runs.sh "$UNITS" "$WORK/speed_$1" 64 4 --speed "$1" | tee -a "$WORK/speed.txt" | sed 's/^/#| /'; }
+    speed calibration
     benchmarks/zeropp-vs-3d.sh --no-crossover --plot "$WORK/vs3d.png" >"$WORK/vs3d.txt" 2>&1 ||
       { sed 's/^/#| /' "$WORK/vs3d.txt"; exit 1; }
     sed 's/^/#| /' "$WORK/vs3d.txt"
+    speed after_vs3d
     ZPP_PIPELINE_OUT="$WORK/pipeline" ZPP_BENCH_STEPS=20 benchmarks/pipeline.sh >"$WORK/pipeline.txt" 2>&1 ||
       { sed 's/^/#| /' "$WORK/pipeline.txt"; exit 1; }
     sed 's/^/#| /' "$WORK/pipeline.txt"
-    python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/vs3d.txt" --pipeline "$WORK/pipeline.txt"
+    speed after_pipeline
+    python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/vs3d.txt" --pipeline "$WORK/pipeline.txt" \
+      --speed "$WORK/speed.txt"
     ;;
   --from)
     [[ -f "${2:-}" ]] ||
@@ -52,7 +60,8 @@ case "$1" in
     grep -q '^layout  *link' "$WORK/measured.txt" ||
       { echo "planner-local: --from: $2 holds no zeropp-vs-3d table (not a --fresh output?)" >&2; exit 2; }
     echo "# measurements from $2"
-    python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/measured.txt" --pipeline "$WORK/measured.txt"
+    python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/measured.txt" --pipeline "$WORK/measured.txt" \
+      --speed "$WORK/measured.txt"
     ;;
   *) echo "planner-local: unknown option '$1' (expected nothing, --fresh or --from FILE)" >&2; exit 2 ;;
 esac

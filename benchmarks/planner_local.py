@@ -10,7 +10,11 @@ prediction/measurement per layout; RESULT lines give the share within 10% and th
 step time and (zeropp-vs-3d) peak memory, against the peak tensor bytes (what the memory model
 predicts: what training holds, as a GPU's peak allocated bytes) and against peak RSS (that plus what
 the allocators keep after a free).
-  planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE
+With --speed FILE (its "speed_reference NAME fb_s=S" lines: the calibration's third shape run again
+right after the calibration and after each bench, tools/reference_runs.sh), also how fast the box
+computed during each bench against the calibration, and, as a diagnostic only, how many rows would
+be within 10% if each prediction were scaled by that factor (the RESULT lines never are).
+  planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE [--speed FILE]
 """
 import argparse
 import json
@@ -62,11 +66,31 @@ PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 se
 }
 
 
+def speed_drift(path, t_err, n_vs3d):
+    """Prints the box's speed over the run (speed_reference lines) and the diagnostic rescaling."""
+    ref = {k: float(v) for k, v in re.findall(r"speed_reference (\w+) fb_s=([0-9.]+)", open(path).read())}
+    if not {"calibration", "after_vs3d", "after_pipeline"} <= ref.keys():
+        print("# speed references: none in this output (--fresh runs before r22 did not take them)")
+        return
+    cal = ref["calibration"]
+    # A bench's factor: the mean of the references before and after it, over the calibration's.
+    vs3d = (cal + ref["after_vs3d"]) / 2 / cal
+    pipe = (ref["after_vs3d"] + ref["after_pipeline"]) / 2 / cal
+    print(f"# the box's speed (the calibration's third shape, forward + backward s): {cal:.4f} after the calibration, "
+          f"{ref['after_vs3d']:.4f} after zeropp-vs-3d, {ref['after_pipeline']:.4f} after pipeline; the benches ran "
+          f"{vs3d:.3f}x and {pipe:.3f}x the calibration's time")
+    scaled = [(1 + e) * (vs3d if k < n_vs3d else pipe) - 1 for k, e in enumerate(t_err)]
+    within = sum(abs(e) <= 0.10 for e in scaled)
+    print(f"# diagnostic, not the RESULT: with each prediction scaled by its bench's factor, {within} of "
+          f"{len(scaled)} within 10%, mean |error| {sum(abs(e) for e in scaled) / len(scaled):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hardware", default=HW)
     ap.add_argument("--vs3d", required=True)
     ap.add_argument("--pipeline", required=True)
+    ap.add_argument("--speed")
     args = ap.parse_args()
     hw = hardware(args.hardware)
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
@@ -115,6 +139,7 @@ def main():
                      + PIPE[f[0]]).split()
             p = predict(args.hardware, flags)
             rows.append((f"pipeline pp{pp} {f[0]}", float(f[2]), float(p["step_s"]), None, None, None))
+    n_vs3d = len(rows) - sum(name.startswith("pipeline ") for name, *_ in rows)
     print(f"# measurements: {vs}, {pipe}; hardware: {args.hardware}")
     print(f"# memory in MB (1e6 B); rss_MB: peak RSS; tensor_MB: peak tensor bytes + the reserved {reserved_mb:.1f} MB")
     print(f"{'layout':38s} {'measured_s':>10s} {'predicted_s':>11s} {'pred/meas':>9s}  {'rss_MB':>7s} {'tensor_MB':>9s} "
@@ -139,6 +164,8 @@ def main():
         for name, tm, tpred, ms, ps in tp_rows:
             print(f"{name:38s} {tm:8.4f} {tpred:8.4f} {tpred / tm:9.3f} {ms - tm:9.4f} {ps - tpred:9.4f} "
                   f"{(ps - tpred) / (ms - tm):9.3f}")
+    if args.speed:
+        speed_drift(args.speed, t_err, n_vs3d)
     for label, errs in (("step_time", t_err), ("peak_memory_tensors", a_err), ("peak_memory_rss", m_err)):
         if not errs:
             continue

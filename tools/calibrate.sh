@@ -143,13 +143,7 @@ UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_u
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
 trap 'rm -rf "$REF"' EXIT
 reference_runs() {  # N DIR CONTEXT MICRO_BATCH: N concurrent 1-rank runs, their outputs in DIR
-  mkdir -p "$2"
-  for ((i = 0; i < $1; i++)); do
-    bazel-bin/tools/launcher --nproc-per-node 1 --master-port $((29650 + i)) -- bazel-bin/tools/train --width 256 \
-      --depth $DEPTH --heads 4 --context "$3" --microbatches $M --micro-batch "$4" --steps 8 --bench-warmup 3 \
-      --log-every 1000 --profile >"$2/run$i.txt" 2>&1 &
-  done
-  wait
+  tools/reference_runs.sh "$@"  # width 256, depth $DEPTH, $M micro-batches
 }
 fit_rows=""  # per shape: the cost model's forward + backward seconds per step | the runs' PROFILE lines
 for k in "${!SHAPES[@]}"; do
