@@ -34,6 +34,20 @@ case "$gpu_name" in
   *) desc=""; echo "NOTE: no planner description of '$gpu_name' in the bundle (H100, A100): no planner check" ;;
 esac
 measured="$here/hardware/measured.json"
+# planner_check NAME STEP_S PLAN_ARGS...: the planner's prediction of a step measured here (one GPU),
+# from the datasheet description and from the measured one, each against STEP_S as a RESULT line.
+planner_check() {
+  local name="$1" step="$2" d pred p tag
+  shift 2
+  for d in "$desc" "$measured"; do
+    pred="$("$here/tools/plan" --predict --hardware "$d" --gpus 1 "$@")" || continue
+    echo "$pred"
+    p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
+    tag="$([[ "$d" == "$measured" ]] && echo measured || echo datasheet)"
+    "$PY" -c "p=$p; m=$step; print(f'RESULT $name-$tag predicted_step_s={p:.4f} s reference={m} '
+                                    f'ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
+  done
+}
 if [[ -n "$desc" ]]; then
   "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} ||
     { echo "error: gpu_calibrate.py failed"; desc=""; }
@@ -67,15 +81,8 @@ if [[ "$quick" != oversized ]]; then
   step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
   if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
     # The same step as the planner sees it: one micro-batch of 8 sequences, byte vocabulary.
-    for d in "$desc" "$measured"; do
-      pred="$("$here/tools/plan" --predict --hardware "$d" --gpus 1 --hidden 2048 --layers 24 --heads 16 --seq 1024 \
-        --vocab 256 --micro-batch 8 --global-batch 8 --design zero3)" || continue
-      echo "$pred"
-      p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
-      tag="$([[ "$d" == "$measured" ]] && echo measured || echo datasheet)"
-      "$PY" -c "p=$p; m=$step; print(f'RESULT planner-gpu-$tag predicted_step_s={p:.4f} s reference={m} '
-                                      f'ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
-    done
+    planner_check planner-gpu "$step" --hidden 2048 --layers 24 --heads 16 --seq 1024 --vocab 256 --micro-batch 8 \
+      --global-batch 8 --design zero3
   fi
 fi
 out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
@@ -84,13 +91,6 @@ echo "$out"
 step="$(grep -oP 'PROFILE .*step_s=\K[0-9.]+' <<<"$out" | tail -1)"
 if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
   # The planner's offload model (PCIe both ways, the host's AdamW) on the same step.
-  for d in "$desc" "$measured"; do
-    pred="$("$here/tools/plan" --predict --hardware "$d" --gpus 1 --hidden 4096 --layers "$depth" --heads 32 \
-      --seq 1024 --vocab 256 --micro-batch 2 --global-batch 2 --design zero3 --recompute --offload cpu)" || continue
-    echo "$pred"
-    p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
-    tag="$([[ "$d" == "$measured" ]] && echo measured || echo datasheet)"
-    "$PY" -c "p=$p; m=$step; print(f'RESULT planner-gpu-offload-$tag predicted_step_s={p:.3f} s reference={m} '
-                                    f'ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
-  done
+  planner_check planner-gpu-offload "$step" --hidden 4096 --layers "$depth" --heads 32 --seq 1024 --vocab 256 \
+    --micro-batch 2 --global-batch 2 --design zero3 --recompute --offload cpu
 fi
