@@ -125,13 +125,25 @@ RangeFn Pick(CpuPath p) {
   return ScalarRange;
 }
 
+double ChunkSumOfSquares(const float* x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+  }
+  for (; i < n; ++i) acc[i % 8] += static_cast<double>(x[i]) * x[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// fn(begin, end) over [0, n) split among `threads` threads in blocks that are multiples of `align`
+// (16: 64 bytes of fp32); below `serial_below` items, on the calling thread alone.
 template <typename Fn>
-void Parallel(int64_t n, int threads, Fn fn) {
-  if (threads <= 1 || n < (1 << 16)) {
+void Parallel(int64_t n, int threads, Fn fn, int64_t serial_below = 1 << 16, int64_t align = 16) {
+  if (threads <= 1 || n < serial_below) {
     fn(0, n);
     return;
   }
-  const int64_t block = ((n + threads - 1) / threads + 15) / 16 * 16;  // 64-byte aligned in fp32
+  const int64_t block = ((n + threads - 1) / threads + align - 1) / align * align;
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) {
     const int64_t b = t * block, e = std::min(n, b + block);
@@ -180,20 +192,6 @@ void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads
   Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
 }
 
-namespace {
-
-double ChunkSumOfSquares(const float* x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
-  }
-  for (; i < n; ++i) acc[i % 8] += static_cast<double>(x[i]) * x[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-}  // namespace
-
 double SumOfSquares(const float* x, int64_t n, int threads) {
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -201,15 +199,7 @@ double SumOfSquares(const float* x, int64_t n, int threads) {
   auto run = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) part[c] = ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
   };
-  const int64_t t = std::max<int64_t>(1, std::min<int64_t>(threads, chunks));
-  const int64_t per = t > 0 ? (chunks + t - 1) / t : 0;
-  std::vector<std::thread> pool;
-  for (int64_t k = 1; k < t; ++k) {
-    const int64_t c0 = k * per, c1 = std::min(chunks, c0 + per);
-    if (c0 < c1) pool.emplace_back([=, &run] { run(c0, c1); });
-  }
-  run(0, std::min(chunks, per));
-  for (auto& th : pool) th.join();
+  Parallel(chunks, threads, run, /*serial_below=*/2, /*align=*/1);  // whole chunks to each thread
   double sum = 0;
   for (double p : part) sum += p;
   return sum;

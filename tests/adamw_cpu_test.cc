@@ -23,6 +23,14 @@ AdamWHyper TestHyper() {
   return h;
 }
 
+// n values drawn from N(0, scale^2).
+std::vector<float> Normal(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng) * scale;
+  return x;
+}
+
 class AdamWCpuTest : public ::testing::TestWithParam<CpuPath> {};
 
 TEST_P(AdamWCpuTest, MatchesReference) {
@@ -127,10 +135,7 @@ TEST(AdamWCpuPathsTest, AllPathsGiveTheSameBits) {
 TEST(AdamWCpuPathsTest, GradScaleEqualsAScaledCopy) {
   const int64_t n = (1 << 12) + 23;
   std::mt19937 rng(5);
-  std::normal_distribution<float> d;
-  std::vector<float> p0(n), g(n);
-  for (auto& x : p0) x = d(rng);
-  for (auto& x : g) x = d(rng) * 3e-2f;
+  const std::vector<float> p0 = Normal(n, rng), g = Normal(n, rng, 3e-2f);
   std::vector<uint16_t> gb(n);
   CastFloatToBf16(g.data(), gb.data(), n);
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
@@ -175,10 +180,8 @@ TEST(AdamWCpuPathsTest, GradScaleEqualsAScaledCopy) {
 // bits for every thread count (fixed chunks added in order), for sizes with tails and none.
 TEST(SumOfSquaresTest, MatchesALongDoubleSumForEveryThreadCount) {
   std::mt19937 rng(3);
-  std::normal_distribution<float> d;
   for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{(1 << 16) - 1}, int64_t{(1 << 18) + 29}}) {
-    std::vector<float> x(n);
-    for (auto& v : x) v = d(rng) * 1e-3f;
+    const std::vector<float> x = Normal(n, rng, 1e-3f);
     long double ref = 0;
     for (float v : x) ref += static_cast<long double>(v) * v;
     const double one = SumOfSquares(x.data(), n, 1);
