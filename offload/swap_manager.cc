@@ -120,6 +120,15 @@ void SwapManager::WaitForWriteBack(int id) {
 void SwapManager::Prefetch(int id) {
   Entry& e = entries_[id];
   if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
+  Reap(/*block=*/false);
+  const int64_t size = (e.padded + 4095) / 4096 * 4096;  // as the pool rounds it
+  if (pool_->in_use() + 2 * size > pool_->budget()) return;
+  StartRead(id);
+}
+
+void SwapManager::StartRead(int id) {
+  Entry& e = entries_[id];
+  if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
   WaitForWriteBack(id);
   e.buffer = Buffer(e.padded);
   e.pending = io_->Read(file_->fd(), e.buffer.data(), e.padded, e.offset, file_->path() + " (" + e.name + ")");
@@ -135,7 +144,7 @@ at::Tensor SwapManager::Acquire(int id, bool read) {
     e.acquired = true;
     return View(e);
   }
-  Prefetch(id);
+  StartRead(id);
   if (e.pending.valid()) {
     auto t0 = Clock::now();
     e.pending.get();

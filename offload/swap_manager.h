@@ -50,6 +50,9 @@ class SwapManager {
   int Register(const std::string& name, const at::Tensor& init, Tier tier);
   // A tensor whose first use overwrites it (Acquire(id, /*read=*/false)): nothing is written now.
   int RegisterUninitialized(const std::string& name, at::IntArrayRef shape, at::ScalarType dtype, Tier tier);
+  // Starts the read of an nvme tensor (non-blocking). A hint: skipped while the host pool could not
+  // hold it and one more buffer of its size (finished write-backs returned first), so a prefetch
+  // never takes the room a later Acquire needs; that Acquire then reads it itself.
   void Prefetch(int id);
   // `read` = false: the caller overwrites every element, so an nvme tensor is not read first.
   at::Tensor Acquire(int id, bool read = true);
@@ -77,6 +80,7 @@ class SwapManager {
     int id;
   };
   void Reap(bool block);
+  void StartRead(int id);  // Prefetch without the room check (Acquire's own read)
   // A tensor's region is rewritten or reread only after its last write-back landed.
   void WaitForWriteBack(int id);
   // A pool buffer; when the pool's budget is reached, waits for write-backs to free theirs first.

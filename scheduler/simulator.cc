@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -71,6 +72,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     double t = 0, comm_t = 0, busy = 0;
     std::map<int, double> gather_ready;
     std::map<int, double> at_once_ready;  // chunks whose latest gather is waited on at once
+    std::set<int> reduced;                // chunks reduced at least once this step
     std::map<std::pair<int, int>, double> act_ready, grad_ready;  // (own chunk, mb) -> arrival
     std::map<std::pair<int, int>, Key> act_posted, grad_posted;   // posted receives not yet arrived
     double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0, blocking_gather_s = 0;
@@ -150,7 +152,11 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const Link& link = cost.has_intra_blocking && at_once ? cost.intra_blocking : cost.intra;
         const double wire_s = cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) : 0.0;
         if (at_once) x.blocking_gather_s += wire_s;
-        const double gather_s = cost.zero > 1 ? wire_s + chunk_bytes(vstage) / cost.copy_bytes_per_s : 0.0;
+        const double staging_s = chunk_bytes(vstage) / cost.zero * cost.gather_staging_s_per_byte;
+        // zero = 1 keeps the chunk in place (nothing to gather) unless it is offloaded: then the
+        // shard is staged and copied into its own unsharded buffer.
+        const bool moves = cost.zero > 1 || cost.gather_staging_s_per_byte > 0;
+        const double gather_s = moves ? wire_s + chunk_bytes(vstage) / cost.copy_bytes_per_s + staging_s : 0.0;
         x.gather_ready[a.chunk] = on_comm(gather_s, &x.gather_bytes, gather_bytes);
         if (at_once) {
           x.at_once_ready[a.chunk] = x.gather_ready[a.chunk];
@@ -166,7 +172,14 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
           w.seconds = chunk_bytes(vstage) * cost.reduce_handling_s_per_byte * scale;
           x.queue.push_back(w);
         }
-        on_comm(cost.intra.Time(gather_bytes, collectives(vstage)), &x.reduce_bytes, gather_bytes);
+        {
+          // An offloaded gradient shard: written by the chunk's first reduction of the step, read
+          // and written by each later one (the accumulation).
+          const bool later = !x.reduced.insert(a.chunk).second;
+          const double staging = cost.reduce_staging_s_per_byte + (later ? cost.reduce_accumulate_s_per_byte : 0.0);
+          on_comm(cost.intra.Time(gather_bytes, collectives(vstage)) + chunk_bytes(vstage) / cost.zero * staging,
+                  &x.reduce_bytes, gather_bytes);
+        }
         break;
       case ActionKind::kRelease:
         break;

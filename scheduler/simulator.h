@@ -76,6 +76,14 @@ struct CostModel {
   // A gather also writes the whole chunk into its unsharded buffer (with zero=1 the shard is the
   // full buffer and a gather costs nothing, as in FlatParam).
   double copy_bytes_per_s = 1e300;
+  // Offloaded parameters (ZeRO-Infinity): seconds per byte of the rank's shard (a chunk's bytes /
+  // zero) that a gather first spends bringing it to the device (host link, and NVMe before it), a
+  // reduction spends taking its gradient shard back (host link, NVMe write), and each reduction
+  // of a chunk after its first in the step spends reading the shard back for the accumulation.
+  // 0: the shard lives on the device.
+  double gather_staging_s_per_byte = 0;
+  double reduce_staging_s_per_byte = 0;
+  double reduce_accumulate_s_per_byte = 0;
   Link inter;                       // between stages (activations, gradients)
   // CPU seconds per byte a rank moves (gathers, reduce-scatters, sends), taken from its compute:
   // on a CPU box whose ranks outnumber its cores the transport's copies run on the cores compute

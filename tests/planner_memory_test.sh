@@ -4,8 +4,10 @@
 # ZeRO-1, a pure pipeline), rank 0's model state as the engine counts it (the step line's
 # "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan --predict`'s prediction
 # for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB), and so do the host tensor
-# bytes rank 0 holds between steps (within 3% or 0.1 MB). Then plan's refusals: zero
-# GPUs, and a model that fits nowhere (it names the smallest memory any layout needs); and
+# bytes rank 0 holds between steps (within 3% or 0.1 MB); offloaded to NVMe (parameters and
+# optimizer, or the optimizer alone), the state in files and the state left in memory likewise.
+# Then plan's refusals: zero GPUs, a model that fits nowhere (it names the smallest memory any
+# layout needs), a global batch no layout can split, a layout's flag given to plan itself; and
 # `--predict --trace`: the simulated step as Chrome trace JSON, one track per pipeline rank, its last
 # event ending at the predicted step time.
 set -u
@@ -51,17 +53,61 @@ check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design 
 check pp2_dp2_zero1 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule 1f1b" "--design 3d --pp 2 --dp 2 --zero1"
 check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
 
+# Offloaded to NVMe (ZeRO-Infinity): the engine's state in files ("X MB of state on nvme") equals
+# the planner's nvme_mb within 2% or 0.06 MB, and what stays in memory (its model state less that)
+# the planner's model_state_rank0_mb within 2% or 0.11 MB (a difference of two rounded numbers).
+check_nvme() {  # check_nvme NAME "TRAIN FLAGS" "PLAN FLAGS"
+  local out engine nvme predicted predicted_nvme dir
+  dir="$(mktemp -d "${TEST_TMPDIR:-/tmp}/plan-offload.XXXXXX")"
+  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${MODEL[@]}" $2 --offload-dir "$dir" 2>&1)"
+  rm -rf "$dir"
+  engine="$(grep -oP '(?<=model-state )[0-9.]+' <<<"$out" | head -1)"
+  nvme="$(grep -oP '[0-9.]+(?= MB of state on nvme)' <<<"$out" | head -1)"
+  local line
+  line="$("$PLAN" --predict "${SHAPE[@]}" $3)"
+  predicted="$(grep -oP '(?<=model_state_rank0_mb=)[0-9.]+' <<<"$line")"
+  predicted_nvme="$(grep -oP '(?<=nvme_mb=)[0-9.]+' <<<"$line")"
+  if [[ -z "$engine" || -z "$nvme" || -z "$predicted" || -z "$predicted_nvme" ]]; then
+    fail "$1: no number (engine '$engine', nvme '$nvme', predicted '$predicted', '$predicted_nvme'): $out"
+  elif python3 -c "
+import sys
+e, n, p, pn = map(float, sys.argv[1:])
+close = lambda a, b, tol: abs(a - b) <= max(0.02 * a, tol)
+# e - n: two numbers the log rounds to 0.1 MB each
+sys.exit(0 if n > 0 and close(n, pn, 0.06) and close(e - n, p, 0.11) else 1)" "$engine" "$nvme" "$predicted" "$predicted_nvme"; then
+    pass "$1: engine $nvme MB on nvme, $engine MB in all; predicted $predicted_nvme MB on nvme, $predicted MB in memory"
+  else
+    fail "$1: engine $nvme MB on nvme, $engine MB in all; predicted $predicted_nvme MB on nvme, $predicted MB in memory"
+  fi
+}
+check_nvme zero3_z4_offload_params_nvme "--pp 1 --zero 4 --offload-params nvme --offload-optimizer nvme --host-budget-mb 64" \
+  "--design zero3 --zero 4 --offload-params nvme"
+check_nvme zero3_z4_offload_optimizer_nvme "--pp 1 --zero 4 --offload-optimizer nvme --host-budget-mb 64" "--design zero3 --zero 4 --offload nvme"
+
 out="$("$PLAN" --gpus 0 --hardware "$HW" 2>&1)"; rc=$?
 if [[ $rc -eq 2 && "$out" == "plan: --gpus: got 0, expected a whole number >= 1" ]]; then
   pass "zero GPUs refused"
 else
   fail "zero GPUs (rc=$rc): $out"
 fi
-out="$("$PLAN" --model gpt3-175b --gpus 8 --hardware "$RUNFILES/scheduler/planner/hardware/a100-80gb-ib400.json" 2>&1)"; rc=$?
+# GPT-3 175B six times as wide: one gathered layer (65B parameters, 130 GB) outgrows the device.
+out="$("$PLAN" --model gpt3-175b --hidden 73728 --ffn 294912 --gpus 8 --hardware "$RUNFILES/scheduler/planner/hardware/a100-80gb-ib400.json" 2>&1)"; rc=$?
 if [[ $rc -eq 3 ]] && grep -qP '^plan: no layout fits gpt3-175b on 8 x a100-80gb-ib400: the smallest needs [0-9.]+ GB per device \(\S+\), the device has 80.0 GB$' <<<"$out"; then
   pass "a model that fits nowhere names the smallest need"
 else
   fail "fits nowhere (rc=$rc): $out"
+fi
+out="$("$PLAN" --gpus 64 --global-batch 7 --hardware "$RUNFILES/scheduler/planner/hardware/a100-80gb-ib400.json" 2>&1)"; rc=$?
+if [[ $rc -eq 3 ]] && grep -q '^plan: --global-batch: got 7, but no layout of zero3,zeropp,pipe-fsdp,3d splits it over 64 devices .*try a multiple of 64$' <<<"$out"; then
+  pass "a global batch no layout can split is named"
+else
+  fail "unsplittable global batch (rc=$rc): $out"
+fi
+out="$("$PLAN" --gpus 8 --micro-batch 2 --hardware "$HW" 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --micro-batch: sets one layout, for --predict or --estimate-memory;"* ]]; then
+  pass "a layout's flag given to plan is refused"
+else
+  fail "layout flag given to plan (rc=$rc): $out"
 fi
 trace="$(mktemp -d "${TEST_TMPDIR:-/tmp}/plan-trace.XXXXXX")/sim.json"
 out="$("$PLAN" --predict "${SHAPE[@]}" --design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --trace "$trace" 2>&1)"; rc=$?

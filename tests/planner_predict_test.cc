@@ -253,10 +253,13 @@ TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
   EXPECT_DOUBLE_EQ(none.Total() - cpu.Total(), 12 * shard);
   const double moved = 2 * shard * 4 / 20e9;  // fp32 down and up (zeropp/host_staging.h)
   EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + shard * 30 * 4 / 50e9);
+  // NVMe takes the moments; the fp32 master stays in host memory, as the engine keeps it.
   l.offload = Offload::kNvme;
   const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(nvme.optimizer + nvme.host, 0);
-  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + std::max(shard * 30 * 4 / 50e9, 2 * shard * 12 / 5e9));
+  EXPECT_DOUBLE_EQ(nvme.optimizer, 0);
+  EXPECT_DOUBLE_EQ(nvme.host, 4 * shard);
+  EXPECT_DOUBLE_EQ(nvme.nvme, 8 * shard);
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, moved + std::max(shard * 30 * 4 / 50e9, 2 * shard * 8 / 5e9));
   // A host whose cores update slower than its memory moves: the measured AdamW rate bounds the
   // CPU's part (the node's 4 shards at 1 Mparam/s); a fast one leaves the memory bound.
   l.offload = Offload::kCpu;
@@ -276,6 +279,67 @@ TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
   d.pp = 2, d.dp = 2, d.offload = Offload::kCpu;
   EXPECT_NE(d.Check(m, 4, 4, 32).find("offload is zeropp's"), std::string::npos);
 }
+// Offloaded parameters (ZeRO-Infinity): the compute shard, the gradient shard and the master go to
+// the tier with the moments; the device keeps only what a step gathers, plus the staged shard and
+// the reduced gradient shard of its largest unit (a layer here). Every gather stages its shard over
+// PCIe (and from NVMe), every reduction sends its gradient shard back (and, on NVMe, reads it back
+// to accumulate); the optimizer step then moves nothing over PCIe.
+TEST(Planner, OffloadedParametersLeaveTheDeviceAndAreStagedPerGather) {
+  const Hardware h = Toy();  // bf16, PCIe 20 GB/s, NVMe 5 GB/s, host 50 GB/s per node
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  const MemoryBreakdown none = PredictMemory(m, l, h, 32);
+  const double shard = m.Parameters() / 4;
+  l.params_offload = Offload::kCpu;
+  EXPECT_NE(l.Check(m, 4, 4, 32).find("optimizer state offloaded too"), std::string::npos);
+  l.offload = Offload::kCpu;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_offcpu_poffcpu");
+  const MemoryBreakdown cpu = PredictMemory(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(cpu.ModelState(), 0);
+  EXPECT_DOUBLE_EQ(cpu.host, (2 + 2 + 4 + 8) * shard);
+  EXPECT_DOUBLE_EQ(cpu.AllModelState(), none.ModelState());
+  ASSERT_GT(m.LayerParameters(), m.EmbeddingParameters());
+  EXPECT_DOUBLE_EQ(cpu.working - none.working, 2 * 2 * m.LayerParameters() / 4);
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, shard * 30 * 4 / 50e9);
+  scheduler::CostModel c = BuildCostModel(m, l, h, 4);
+  EXPECT_DOUBLE_EQ(c.gather_staging_s_per_byte, 1 / 20e9);
+  EXPECT_DOUBLE_EQ(c.reduce_staging_s_per_byte, 1 / 20e9);
+  EXPECT_DOUBLE_EQ(c.reduce_accumulate_s_per_byte, 0);
+  l.offload = l.params_offload = Offload::kNvme;
+  const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(nvme.ModelState() + nvme.host, 0);
+  EXPECT_DOUBLE_EQ(nvme.nvme, 16 * shard);
+  // NVMe per parameter at the step: moments read and written (16 B), master read and written (8),
+  // the gradient shard read twice (4) and the compute shard written (2).
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, std::max(shard * 30 * 4 / 50e9, shard * 30 / 5e9));
+  c = BuildCostModel(m, l, h, 4);
+  EXPECT_DOUBLE_EQ(c.gather_staging_s_per_byte, 1 / 20e9 + 1 / 5e9);
+  EXPECT_DOUBLE_EQ(c.reduce_staging_s_per_byte, 1 / 20e9 + 1 / 5e9);
+  EXPECT_DOUBLE_EQ(c.reduce_accumulate_s_per_byte, 1 / 5e9);
+  // Staging only adds time: the same layout with its parameters resident is faster.
+  Layout resident = l;
+  resident.params_offload = Offload::kNone;
+  EXPECT_GT(Predict(m, l, h, 32).step_s - Predict(m, l, h, 32).optimizer_s,
+            Predict(m, resident, h, 32).step_s - Predict(m, resident, h, 32).optimizer_s);
+  // On a CPU box host memory is the device's: the cpu tier moves nothing and costs nothing; NVMe
+  // takes the state out and costs its reads and writes.
+  Hardware box = h;
+  box.shared_compute_units = 2;
+  l.offload = l.params_offload = Offload::kCpu;
+  EXPECT_DOUBLE_EQ(PredictMemory(m, l, box, 32).ModelState(), none.ModelState());
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, box, 4).gather_staging_s_per_byte, 0);
+  l.offload = l.params_offload = Offload::kNvme;
+  EXPECT_DOUBLE_EQ(PredictMemory(m, l, box, 32).ModelState(), 0);
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, box, 4).gather_staging_s_per_byte, 1 / 5e9);
+  // The 3D baseline keeps its parameters on the device.
+  Layout d;
+  d.design = Design::k3D;
+  d.pp = 2, d.dp = 2, d.offload = d.params_offload = Offload::kCpu;
+  EXPECT_NE(d.Check(m, 4, 4, 32).find("offload is zeropp's"), std::string::npos);
+}
 // plan tries offload only where nothing else fits: a device too small for the state on it, and
 // host memory too small for the state in it, leave NVMe.
 TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
@@ -293,10 +357,28 @@ TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
   const PlanResult r = Plan(q);
   ASSERT_FALSE(r.fitting.empty());
   for (const Prediction& p : r.fitting) EXPECT_EQ(p.layout.offload, Offload::kCpu) << p.layout.Name();
-  q.hardware.host_capacity_bytes = 4 * 11 * shard;  // 4 devices per node, each needing 12 * shard
+  // 4 devices per node, 11 * shard each: too little for the optimizer state (12), enough for the
+  // master alone (4: NVMe takes the moments), too little for offloaded parameters (16).
+  q.hardware.host_capacity_bytes = 4 * 11 * shard;
   const PlanResult n = Plan(q);
   ASSERT_FALSE(n.fitting.empty());
-  for (const Prediction& p : n.fitting) EXPECT_EQ(p.layout.offload, Offload::kNvme) << p.layout.Name();
+  for (const Prediction& p : n.fitting) {
+    EXPECT_EQ(p.layout.offload, Offload::kNvme) << p.layout.Name();
+    EXPECT_EQ(p.layout.params_offload, Offload::kNone) << p.layout.Name();
+  }
+  // A device one byte short of the lightest way any of them keeps its parameters (optimizer on
+  // NVMe, recomputing): only layouts offloading their parameters fit, to NVMe (host memory cannot
+  // take them).
+  double lightest = 1e300;
+  for (const Prediction& p : n.fitting) {
+    Layout kept = p.layout;
+    kept.recompute = true;
+    lightest = std::min(lightest, PredictMemory(q.model, kept, q.hardware, q.global_batch).Total());
+  }
+  q.hardware.memory_bytes = lightest - 1;
+  const PlanResult pr = Plan(q);
+  ASSERT_FALSE(pr.fitting.empty());
+  for (const Prediction& p : pr.fitting) EXPECT_EQ(p.layout.params_offload, Offload::kNvme) << p.layout.Name();
 }
 TEST(Planner, RefusesImpossibleInputs) {
   PlanRequest q = SmallRequest(0);
@@ -308,16 +390,22 @@ TEST(Planner, RefusesImpossibleInputs) {
   }
   q.devices = 6;  // not whole nodes of 4
   EXPECT_THROW(Plan(q), std::invalid_argument);
-  // A model that fits nowhere: 175B on 8 devices of 80 GB. The smallest layout needs at least
-  // its compute and gradient shards, 4 bytes per parameter over 8 devices, the rest offloaded.
+  // A model that fits nowhere: GPT-3 175B six times as wide (65B parameters per layer) on 8
+  // devices of 80 GB. With every state offloaded a layer must still be gathered whole on the
+  // device, 2 bytes per parameter: more than the device holds. (175B itself fits, its parameters
+  // offloaded to NVMe.)
   q.model = ModelPreset("gpt3-175b");
   q.hardware = LoadHardware("scheduler/planner/hardware/a100-80gb-ib400.json");
   q.devices = 8;
   q.global_batch = 64;
+  EXPECT_FALSE(Plan(q).fitting.empty());
+  q.model.hidden *= 6;
+  q.model.ffn *= 6;
+  ASSERT_GT(2 * q.model.LayerParameters(), q.hardware.memory_bytes);
   const PlanResult r = Plan(q);
   EXPECT_TRUE(r.fitting.empty());
   EXPECT_EQ(r.over_memory, r.considered);
-  EXPECT_GE(r.smallest_memory, 4 * q.model.Parameters() / 8);  // compute and gradient shards (state offloaded)
+  EXPECT_GE(r.smallest_memory, 2 * q.model.LayerParameters());  // one gathered layer
   EXPECT_FALSE(r.smallest_layout.empty());
 }
 

@@ -3,6 +3,7 @@
 // predictions and plan's refusals: planner_predict_test.cc.
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -421,6 +422,42 @@ TEST(Simulator, CommunicationCpuIsTakenFromCompute) {
   EXPECT_GT(moved, 0);
   EXPECT_NEAR(r.busy_s[0] - base.busy_s[0], moved * 1e-3, 1e-9);
   EXPECT_NEAR(r.step_s - base.step_s, moved * 1e-3, 1e-9);
+}
+
+// Offloaded parameters: each gather first stages the rank's shard (the chunk's bytes / zero), each
+// reduction sends its gradient shard back, and each reduction of a chunk after its first in the
+// step reads the shard back to accumulate; with zero = 1 an offloaded chunk is still staged (and
+// a resident one costs nothing). With free links and no compute the comm timeline holds exactly
+// those seconds, counted here from the schedule's own actions.
+TEST(Simulator, OffloadedShardsAreStagedForEachGatherAndReduction) {
+  using namespace scheduler;
+  Zero3Plan z;
+  z.units = 2;
+  const Schedule s = Zero3(3, z);
+  int gathers = 0, reductions = 0;
+  std::set<int> reduced;
+  for (const Action& a : s.ranks[0]) {
+    gathers += a.kind == ActionKind::kGather;
+    if (a.kind == ActionKind::kReduceGrad) ++reductions, reduced.insert(a.chunk);
+  }
+  const int later = reductions - static_cast<int>(reduced.size());
+  ASSERT_GT(later, 0);  // three micro-batches: every unit accumulates
+  auto comm_seconds = [](const SimResult& r) {
+    double t = 0;
+    for (const SimEvent& e : r.events) t += e.cat == "comm" ? e.end_s - e.start_s : 0.0;
+    return t;
+  };
+  CostModel c;
+  c.zero = 4;
+  c.stage_param_bytes = 800;  // two units of 400 B: a shard is 100 B
+  c.intra = {0.0, 1e300};
+  EXPECT_NEAR(comm_seconds(Simulate(s, c)), 0, 1e-12);
+  c.gather_staging_s_per_byte = 1e-3, c.reduce_staging_s_per_byte = 2e-3, c.reduce_accumulate_s_per_byte = 5e-3;
+  EXPECT_NEAR(comm_seconds(Simulate(s, c)), 100 * (gathers * 1e-3 + reductions * 2e-3 + later * 5e-3), 1e-9);
+  c.zero = 1;  // the shard is the whole 400 B unit
+  EXPECT_NEAR(comm_seconds(Simulate(s, c)), 400 * (gathers * 1e-3 + reductions * 2e-3 + later * 5e-3), 1e-9);
+  c.gather_staging_s_per_byte = c.reduce_staging_s_per_byte = c.reduce_accumulate_s_per_byte = 0;
+  EXPECT_NEAR(comm_seconds(Simulate(s, c)), 0, 1e-12);
 }
 
 }  // namespace

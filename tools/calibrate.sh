@@ -21,6 +21,10 @@
 #     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
 #     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
 #     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted;
+#   - the offload disk: zeropp's I/O engine (io_uring, O_DIRECT) writing and reading 1 GiB
+#     sequentially in the directory offload uses ($ZPP_OFFLOAD_DIR, default ~/.cache/zeropp-offload,
+#     as ./zpp demo --oversized), best of 3; nvme_gbps = the harmonic mean of write and read (an
+#     offloaded step moves both);
 #   - blocking collectives inside the box while its ranks outnumber its cores (tools/calibrate_pairs.sh,
 #     at shapes the validated layouts do not run): two tp=2 training jobs of the 3D baseline at once,
 #     their TP waits fitted (intra_node_oversubscribed: TP all-reduces, a pipeline's receives), and
@@ -29,8 +33,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
-bazel build //benchmarks:matmul_bench //benchmarks:collectives_bench //tools:launcher //tools:train //tools:plan >/dev/null 2>&1 ||
-  bazel build //benchmarks:matmul_bench //benchmarks:collectives_bench //tools:launcher //tools:train //tools:plan
+TARGETS=(//benchmarks:matmul_bench //benchmarks:collectives_bench //benchmarks:io_bench //tools:launcher //tools:train
+         //tools:plan)
+bazel build "${TARGETS[@]}" >/dev/null 2>&1 || bazel build "${TARGETS[@]}"
 mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --vocab 256)"
 echo "$mm" | sed 's/^/calibrate: /'
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
@@ -57,6 +62,15 @@ echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded (every sweep):
 base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
 echo "calibrate: baseline rank RSS ${base} MiB"
+io_dir="${ZPP_OFFLOAD_DIR:-$HOME/.cache/zeropp-offload}"
+mkdir -p "$io_dir"
+io_tmp="$(mktemp -d "$io_dir/calibrate-io.XXXXXX")"
+io=""
+for i in 1 2 3; do
+  io+="$(bazel-bin/benchmarks/io_bench "$io_tmp" 1073741824 | grep 'engine=io_uring')"$'\n'
+done
+rm -rf "$io_tmp"
+echo "$io" | grep . | sed 's/^/calibrate: offload disk: /'
 python3 - "$OUT" "$base" <<PY
 import json, os, re, sys, time
 sys.path.insert(0, "tools")
@@ -66,6 +80,10 @@ mm = """$mm"""
 coll = """$coll"""
 veth = """$veth"""
 shaped = """$shaped"""
+io = """$io"""
+disk_w = max(float(v) for v in re.findall(r"write_gbs=([0-9.]+)", io))
+disk_r = max(float(v) for v in re.findall(r"read_gbs=([0-9.]+)", io))
+nvme_gbps = round(2 / (1 / disk_w + 1 / disk_r), 3)
 def fit_link(rows, p=4):
     # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on relative
     # error (each size counts alike), closed form for the two unknowns.
@@ -102,9 +120,10 @@ hw = {
             "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
             "%.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two nodes of 2 ranks (tools/two_nodes.sh, "
             "one busy thread per rank), ring all-gather fitted: tc tbf 1gbit (inter_node) %.3f GB/s bus, %.0f us per hop; "
-            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us"
+            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; offload disk (io_bench, io_uring, 1 GiB) write %.3f, "
+            "read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
-               veth_gbps, veth_us),
+               veth_gbps, veth_us, disk_w, disk_r),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
@@ -117,7 +136,7 @@ hw = {
   "comm_cpu_gbps": bus,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "allreduce_algorithm": "ring",
-  "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": 2.0,
+  "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": nvme_gbps,
            "capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)},
 }
 with open(out, "w") as f:

@@ -5,7 +5,8 @@
 //   ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400
 //       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
 //   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
-//       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] [--offload cpu|nvme] ...
+//       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] [--offload cpu|nvme]
+//       [--offload-params cpu|nvme: ZeRO-Infinity, the optimizer's tier defaults to it] ...
 //   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
 //   ./zpp plan --predict LAYOUT FLAGS [--trace T.json]   one layout's PREDICT line; --trace writes
 //       the simulated step as Chrome trace JSON (one track per pipeline rank, as train --trace)
@@ -74,7 +75,7 @@ Flags Parse(int argc, char** argv) {
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
-         {"prefetch", "1"}};
+         {"prefetch", "1"}, {"offload-params", "none"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -184,6 +185,14 @@ int RunPlan(const Flags& f) {
               q.global_batch, q.global_batch * static_cast<double>(q.model.seq) / 1e6);
   std::printf("layouts: %d considered, %d over %.0f GB, %zu fit\n", r.considered, r.over_memory,
               q.hardware.memory_bytes / 1e9, r.fitting.size());
+  if (r.considered == 0) {
+    std::fprintf(stderr,
+                 "plan: --global-batch: got %d, but no layout of %s splits it over %d devices (each needs a whole "
+                 "number of micro-batches per data-parallel and ZeRO rank, a pipeline at least pp of them); try a "
+                 "multiple of %d\n",
+                 q.global_batch, f.Str("designs").c_str(), q.devices, q.devices);
+    return 3;
+  }
   if (r.fitting.empty()) {
     std::fprintf(stderr,
                  "plan: no layout fits %s on %d x %s: the smallest needs %.1f GB per device (%s), the device has "
@@ -287,9 +296,14 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.zero1 = f.Has("zero1");
   l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
-  const std::string off = f.Str("offload");
-  l.offload = off == "cpu" ? Offload::kCpu : off == "nvme" ? Offload::kNvme : off == "none" ? Offload::kNone
-              : throw std::invalid_argument("--offload: got '" + off + "', expected none, cpu or nvme");
+  auto tier = [&](const std::string& flag) {
+    const std::string t = f.Str(flag);
+    return t == "cpu" ? Offload::kCpu : t == "nvme" ? Offload::kNvme : t == "none" ? Offload::kNone
+           : throw std::invalid_argument("--" + flag + ": got '" + t + "', expected none, cpu or nvme");
+  };
+  l.params_offload = tier("offload-params");
+  // Offloaded parameters take the optimizer with them: --offload defaults to their tier.
+  l.offload = f.Has("offload") || l.params_offload == Offload::kNone ? tier("offload") : l.params_offload;
   l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
   const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);
   if (!why.empty()) throw std::invalid_argument("layout " + l.Name() + ": " + why);
@@ -317,12 +331,13 @@ int RunPredict(const Flags& f) {
     }
   }
   std::printf("PREDICT layout=%s step_s=%.6f tokens_per_s=%.1f mfu=%.4f mem_mb=%.2f model_state_mb=%.2f "
-              "model_state_rank0_mb=%.2f unsharded_mb=%.2f activations_mb=%.2f working_mb=%.2f reserved_mb=%.2f compute_s=%.6f idle_s=%.6f "
-              "tp_collectives_s=%.6f blocking_gather_s=%.6f gather_B=%.0f reduce_B=%.0f p2p_B=%.0f\n",
+              "model_state_rank0_mb=%.2f unsharded_mb=%.2f activations_mb=%.2f working_mb=%.2f reserved_mb=%.2f host_mb=%.2f "
+              "nvme_mb=%.2f compute_s=%.6f idle_s=%.6f tp_collectives_s=%.6f blocking_gather_s=%.6f gather_B=%.0f "
+              "reduce_B=%.0f p2p_B=%.0f\n",
               l.Name().c_str(), p.step_s, p.tokens_per_s, p.mfu, p.memory.Total() / 1e6, p.memory.ModelState() / 1e6,
               p.rank0_model_state / 1e6, p.memory.unsharded / 1e6, p.memory.activations / 1e6, p.memory.working / 1e6, p.memory.reserved / 1e6,
-              p.compute_s, p.idle_s, p.tp_collectives_s, p.blocking_gather_s, p.gather_bytes, p.reduce_bytes,
-              p.p2p_bytes);
+              p.memory.host / 1e6, p.memory.nvme / 1e6, p.compute_s, p.idle_s, p.tp_collectives_s, p.blocking_gather_s,
+              p.gather_bytes, p.reduce_bytes, p.p2p_bytes);
   return 0;
 }
 
@@ -351,6 +366,7 @@ int RunEstimateMemory(const Flags& f) {
   if (m.host > 0 && host > 0) {
     std::printf("host memory: %.1f of %.1f GB per device (%s)\n", m.host / 1e9, host / 1e9, host_ok ? "fits" : "over");
   }
+  if (m.nvme > 0) std::printf("nvme: %.1f GB per device\n", m.nvme / 1e9);
   return m.Total() <= q.hardware.memory_bytes && host_ok ? 0 : 3;
 }
 
@@ -361,6 +377,16 @@ int main(int argc, char** argv) {
     Flags f = Parse(argc, argv);
     if (!f.v.at("trace").empty() && !f.Has("predict")) {
       throw std::invalid_argument("--trace: got '" + f.v.at("trace") + "' without --predict (it traces one layout's step)");
+    }
+    if (!f.Has("predict") && !f.Has("estimate-memory")) {
+      // These describe one layout; plan and --sweep enumerate every layout, so they would be ignored.
+      for (const char* k : {"design", "schedule", "tp", "pp", "dp", "zero", "v", "u", "micro-batch", "prefetch", "sp",
+                            "zero1", "dp-outer", "recompute", "offload", "offload-params"}) {
+        if (f.Has(k)) {
+          throw std::invalid_argument(absl::StrCat("--", k, ": sets one layout, for --predict or --estimate-memory; "
+                                                   "plan enumerates every layout (--designs picks designs)"));
+        }
+      }
     }
     int rc;
     if (f.Has("predict")) {

@@ -276,11 +276,11 @@ int Main(int argc, char** argv) {
         const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
         const double wait_s = (mem.io.wait_us - io_before.wait_us) / 1e6;
         std::printf("    step %.1f s: waiting on I/O %.1f s, computing and issuing %.1f s; read %.2f GB, wrote %.2f GB "
-                    "(%.2f GB/s while waiting); %.1f GB of state on nvme, host pool %.0f MB\n",
+                    "(%.2f GB/s while waiting); %.1f MB of state on nvme, host pool %.0f MB\n",
                     step_s, wait_s, step_s - wait_s, (mem.io.bytes_read - io_before.bytes_read) / 1e9,
                     (mem.io.bytes_written - io_before.bytes_written) / 1e9,
                     wait_s > 0 ? (mem.io.bytes_read - io_before.bytes_read + mem.io.bytes_written - io_before.bytes_written) / 1e9 / step_s : 0.0,
-                    mem.nvme_bytes / 1e9, mem.host_pool_bytes / 1e6);
+                    mem.nvme_bytes / 1e6, mem.host_pool_bytes / 1e6);
       }
       std::fflush(stdout);
     }

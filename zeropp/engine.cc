@@ -388,8 +388,11 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     if (u->flat()) flats.push_back(u->flat());
   }
   double sumsq = 0;
+  // Offloaded gradient shards: unit i+1's is read while unit i is reduced and measured.
+  if (!flats.empty()) flats[0]->PrefetchGradShard();
   for (size_t i = 0; i < flats.size(); ++i) {
     FlatParam* f = flats[i];
+    if (i + 1 < flats.size()) flats[i + 1]->PrefetchGradShard();
     f->EnsureGradWritten();
     at::Tensor g = f->AcquireGradShard();
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
@@ -428,7 +431,14 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   // Pass 2: AdamW unit by unit, reading unit i+1's state while unit i updates and unit i-1 is
   // written back; then the compute-dtype shard, re-assembled across replicas under ZeRO-1.
   optimizer_.BeginStep();
-  optimizer_.Prefetch(0);
+  // Offloaded units: unit i+1's moments, master and gradient shard are read while unit i updates.
+  auto prefetch_step = [&](size_t i) {
+    if (i >= flats.size()) return;
+    optimizer_.Prefetch(i);
+    flats[i]->PrefetchMaster();
+    flats[i]->PrefetchGradShard();
+  };
+  prefetch_step(0);
   // Optimizer offload on a GPU (ZeRO-Offload): gradients resident on the device, masters on the
   // host; copies both ways run on the copy stream, pipelined with the CPU updates.
   std::unique_ptr<HostStaging> staging;
@@ -448,7 +458,7 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   }
   for (size_t i = 0; i < flats.size(); ++i) {
     FlatParam* f = flats[i];
-    optimizer_.Prefetch(i + 1);
+    prefetch_step(i + 1);
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
     const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
     at::Tensor master = f->AcquireMaster();

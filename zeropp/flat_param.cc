@@ -81,6 +81,14 @@ void FlatParam::PrefetchShard() {
   if (swap_) swap_->Prefetch(shard_id_);
 }
 
+void FlatParam::PrefetchMaster() {
+  if (swap_) swap_->Prefetch(master_id_);
+}
+
+void FlatParam::PrefetchGradShard() {
+  if (swap_ && grad_written_) swap_->Prefetch(grad_id_);
+}
+
 at::Tensor FlatParam::AcquireShard() { return swap_ ? swap_->Acquire(shard_id_) : shard_; }
 
 void FlatParam::ReleaseShard(bool dirty) {

@@ -63,6 +63,10 @@ class FlatParam {
   // Shard (param dtype), master (fp32) and gradient shard (reduce dtype). Acquire blocks until the
   // tensor is in memory; the view is valid until the matching Release. Prefetch starts the read.
   void PrefetchShard();
+  // The optimizer step's inputs of an offloaded unit: its fp32 master, and its gradient shard once
+  // written this step (no-ops when resident).
+  void PrefetchMaster();
+  void PrefetchGradShard();
   at::Tensor AcquireShard();
   void ReleaseShard(bool dirty);
   at::Tensor AcquireMaster();

@@ -177,9 +177,14 @@ double OptimizerSeconds(const Hardware& hw, double params) {
   return params * AdamBytesPerParam(hw) / (hw.memory_bytes_per_s * hw.memory_efficiency);
 }
 
-double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, int devices_on_node,
-                                 double cpu_share) {
-  const double io = nvme ? 2 * params * (hw.value_bytes == 2 ? 12.0 : 8.0) / hw.nvme_bytes_per_s : 0.0;
+double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool optimizer_nvme, bool params_offloaded,
+                                 bool params_nvme, int devices_on_node, double cpu_share) {
+  // Parameters on nvme: the master read and written (in fp32 it is the shard), the gradient shard
+  // read twice (the clipping norm's pass, then the update), and in bf16 the compute shard written.
+  const double grad = hw.value_bytes;
+  const double params_io = 2 * 4.0 + 2 * grad + (hw.value_bytes == 2 ? 2.0 : 0.0);
+  const double io_per_param = (optimizer_nvme ? 2 * 8.0 : 0.0) + (params_nvme ? params_io : 0.0);
+  const double io = params * io_per_param / hw.nvme_bytes_per_s;
   if (hw.shared_compute_units > 0) return std::max(OptimizerSeconds(hw, params) * cpu_share, io);
   // The node's CPU updates every offloading device's shard: memory-bound, or bound by the measured
   // AdamW rate of its cores where the description has one, whichever is slower.
@@ -188,7 +193,8 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool nvme, i
   if (hw.host_adamw_params_per_s > 0) cpu = std::max(cpu, node_params / hw.host_adamw_params_per_s);
   // zeropp's staging (zeropp/host_staging.h) moves fp32 both ways: the gradient is cast on the device
   // before it goes down, the updated master goes up whole and is cast there.
-  return 2 * params * 4.0 / hw.pcie_bytes_per_s + std::max(cpu, io);
+  const double pcie = params_offloaded ? 0.0 : 2 * params * 4.0 / hw.pcie_bytes_per_s;
+  return pcie + std::max(cpu, io);
 }
 
 }  // namespace planner

@@ -1,10 +1,14 @@
 #include "scheduler/planner/hardware.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace zeropp {
 namespace planner {
@@ -128,9 +132,18 @@ Hardware LoadHardware(const std::string& path) {
     in.open(resolved);
   }
   if (!in) {
+    // The names actually shipped, read from the directory (none listed when run elsewhere).
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("scheduler/planner/hardware", ec)) {
+      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+    }
+    std::sort(names.begin(), names.end());
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     throw std::invalid_argument("--hardware: '" + path +
-                                "' is neither a readable file nor a name under scheduler/planner/hardware/ "
-                                "(a100-80gb-ib200, a100-80gb-ib400, h100-80gb-ib400, cpu-local)");
+                                "' is neither a readable file nor a name under scheduler/planner/hardware/ (" +
+                                (list.empty() ? "none found from here" : list) + ")");
   }
   std::stringstream text;
   text << in.rdbuf();

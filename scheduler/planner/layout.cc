@@ -47,6 +47,7 @@ std::string Layout::Name() const {
   if (zero1 && dp > 1) absl::StrAppend(&n, "_zero1");
   if (recompute) absl::StrAppend(&n, "_rc");
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
+  if (params_offload != Offload::kNone) absl::StrAppend(&n, "_poff", OffloadName(params_offload));
   return n;
 }
 
@@ -70,6 +71,11 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
   if (sequence_parallel && tp == 1) return "sequence parallelism needs tp > 1";
   if (offload != Offload::kNone && design == Design::k3D) {
     return "offload is zeropp's (ZeRO designs); the 3D baseline keeps its optimizer state on the device";
+  }
+  if (params_offload != Offload::kNone && (design == Design::k3D || offload == Offload::kNone)) {
+    return absl::StrCat("params_offload(", OffloadName(params_offload),
+                        ") needs a ZeRO design with the optimizer state offloaded too (offload cpu or nvme: the "
+                        "moments stay with the master)");
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";

@@ -46,6 +46,11 @@ struct Layout {
   bool dp_outer = false;
   bool recompute = false;  // full activation recomputation (ZeroPP: every chunk but the last)
   Offload offload = Offload::kNone;  // optimizer state and fp32 master (not 3D)
+  // The parameters themselves (ZeRO-Infinity; zeropp's offload.params): the compute shard, the
+  // fp32 master and the gradient shard live off the device, each gather first brings the rank's
+  // shard to the device and each reduction takes its gradient shard back. Needs `offload` too
+  // (the moments stay with the master).
+  Offload params_offload = Offload::kNone;
   int Devices() const { return tp * zero * pp * dp; }
   int MicroBatches(int global_batch) const { return global_batch / (dp * zero * micro_batch); }
   std::string Name() const;

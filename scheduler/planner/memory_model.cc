@@ -4,6 +4,7 @@
 #include <deque>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace zeropp {
@@ -18,7 +19,8 @@ std::string MemoryBreakdown::ToString() const {
       "%.*f = %.*f %s (pipeline rank %d)%s",
       d, params / u, d, grads / u, d, optimizer / u, d, unsharded / u, d, activations / u, d, working / u, d,
       reserved / u, d, Total() / u, gb ? "GB" : "MB", rank,
-      host > 0 ? absl::StrFormat("; host %.*f %s", d, host / u, gb ? "GB" : "MB") : "");
+      absl::StrCat(host > 0 ? absl::StrFormat("; host %.*f %s", d, host / u, gb ? "GB" : "MB") : "",
+                   nvme > 0 ? absl::StrFormat("; nvme %.*f %s", d, nvme / u, gb ? "GB" : "MB") : ""));
 }
 
 double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_bytes) {
@@ -66,19 +68,33 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     b.grads = 4 * own;
     b.optimizer = (bf16 ? 12.0 : 8.0) * own / (l.zero1 ? l.dp : 1);
   } else {
-    const double shard = stage / l.zero;
-    b.params = vb * shard;
-    b.grads = vb * shard;
-    b.optimizer = ((bf16 ? 4.0 : 0.0) + 8.0) * shard / (l.zero1 ? l.dp : 1);
-    // On a CPU box host memory is the device's: only NVMe takes the state out of it.
-    if (l.offload == Offload::kNvme || (l.offload == Offload::kCpu && hw.shared_compute_units == 0)) {
-      if (l.offload == Offload::kCpu) b.host = b.optimizer;
-      b.optimizer = 0;
-    }
+    const double shard = stage / l.zero, z1 = l.zero1 ? l.dp : 1;
+    const bool gpu = hw.shared_compute_units == 0;
+    // Each part on its tier, or on the device where that tier is the device's own memory.
+    auto place = [&](double bytes, Offload tier, double* device) {
+      if (tier == Offload::kNvme) {
+        b.nvme += bytes;
+      } else if (tier == Offload::kCpu && gpu) {
+        b.host += bytes;
+      } else {
+        *device += bytes;
+      }
+    };
+    // The fp32 master (bf16 training; fp32 updates the shard itself) lives with the parameters
+    // when they are offloaded, else on the host whenever the optimizer is.
+    const Offload master_tier = l.params_offload != Offload::kNone ? l.params_offload
+                                : l.offload != Offload::kNone    ? Offload::kCpu
+                                                                 : Offload::kNone;
+    place(vb * shard, l.params_offload, &b.params);
+    place(vb * shard, l.params_offload, &b.grads);
+    place((bf16 ? 4.0 : 0.0) * shard / z1, master_tier, &b.optimizer);
+    place(8.0 * shard / z1, l.offload, &b.optimizer);
   }
   // The step replayed on this rank's actions, summed at each moment (memory_model.h says what
   // each action holds and frees, as engine.cc does).
-  const bool sharded = l.design != Design::k3D && l.zero > 1;
+  // Gathered chunks take memory of their own when sharded, or when offloaded (FlatParam: the full
+  // buffer is the shard itself only with zero = 1 and the shard resident).
+  const bool sharded = l.design != Design::k3D && (l.zero > 1 || l.params_offload != Offload::kNone);
   const int stages = s.pp * s.v;
   const bool cross_tied = m.tied_embedding && stages > 1 && s.pp > 1;
   std::vector<double> chunk_bytes(s.v, 0.0);
@@ -173,6 +189,11 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   b.unsharded = peak_at.unsharded;
   b.activations = peak_at.activations;
   b.working = peak_at.working + (l.pp > 1 ? 2 * input_bytes : 0.0);
+  if (l.params_offload != Offload::kNone && hw.shared_compute_units == 0 && l.design != Design::k3D) {
+    double largest = 0;
+    for (int c = 0; c < s.v; ++c) largest = std::max(largest, chunk_bytes[c] / l.zero);
+    b.working += 2 * largest;
+  }
   b.reserved = hw.reserved_bytes;
   return b;
 }

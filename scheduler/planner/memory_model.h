@@ -5,8 +5,13 @@
 //           the distributed optimizer); fp32 training: 4 + 4 + 8
 //   ZeRO    over the zero group: compute shard (2) + reduce-dtype gradient shard (2) + master (4)
 //           + m, v (8), as MemoryStats counts them (fp32: 4 + 4 + 8); ZeRO-1 across replicas
-//           divides master and moments by dp; offloaded (cpu), master and moments are in host
-//           memory instead (`host`), or (nvme) in files
+//           divides master and moments by dp. Offloaded on a GPU (zeropp's engine): the optimizer
+//           (cpu) puts master and moments in host memory (`host`), or (nvme) the moments in files
+//           (`nvme`) and the master in host memory; the parameters (params_offload) take the
+//           compute shard, the gradient shard and the master to their tier. On a CPU box host
+//           memory is the device's: only NVMe takes state out of it. On a GPU with offloaded
+//           parameters the working set adds the shard staged for a gather and the gradient shard
+//           a reduction leaves on the device before it goes down.
 // Unsharded buffers (ZeRO), activations and working set: the schedule replayed on the rank's
 // actions, summed at each moment, as the engine holds them: gathered chunks between Gather and
 // Release (compute dtype); a chunk's unsharded gradient from its first backward to its
@@ -43,8 +48,10 @@ struct MemoryBreakdown {
   double working = 0;                           // recompute, logits, p2p buffers
   double reserved = 0;
   double host = 0;                              // offloaded state in host memory (not in Total)
+  double nvme = 0;                              // offloaded state in NVMe files (not in Total)
   int rank = 0;                                 // the pipeline rank this peak is on
-  double ModelState() const { return params + grads + optimizer; }
+  double ModelState() const { return params + grads + optimizer; }  // on the device
+  double AllModelState() const { return ModelState() + host + nvme; }  // wherever it lives
   double Total() const { return ModelState() + unsharded + activations + working + reserved; }
   std::string ToString() const;  // "params 1.20 + grads ... = 9.87 GB (pipeline rank 0)"; MB under 1 GB
 };

@@ -120,14 +120,22 @@ PlanResult Plan(const PlanRequest& q) {
   const double capacity = q.hardware.memory_bytes;
   const double host_per_device = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
   for (Layout l : EnumerateLayouts(q)) {
-    // The cheapest way to fit: as it is, then recomputing, then offloading (ZeRO designs) to host
-    // memory and then to NVMe, each without and with recomputation. Each step only adds time.
-    std::vector<Offload> offloads = {Offload::kNone};
-    if (l.design != Design::k3D && q.offload) offloads = {Offload::kNone, Offload::kCpu, Offload::kNvme};
-    std::vector<std::pair<Offload, bool>> tries;
-    for (Offload o : offloads) tries.insert(tries.end(), {{o, false}, {o, true}});
+    // The cheapest way to fit: as it is, then recomputing, then offloading (ZeRO designs) the
+    // optimizer state to host memory and then to NVMe, then the parameters with it (sharded
+    // layouts: ZeRO-Infinity), each without and with recomputation. Each step only adds time.
+    struct Try {
+      Offload optimizer, params;
+    };
+    std::vector<Try> offloads = {{Offload::kNone, Offload::kNone}};
+    if (l.design != Design::k3D && q.offload) {
+      offloads.insert(offloads.end(), {{Offload::kCpu, Offload::kNone}, {Offload::kNvme, Offload::kNone}});
+      if (l.zero > 1) offloads.insert(offloads.end(), {{Offload::kCpu, Offload::kCpu}, {Offload::kNvme, Offload::kNvme}});
+    }
+    std::vector<std::pair<Try, bool>> tries;
+    for (const Try& o : offloads) tries.insert(tries.end(), {{o, false}, {o, true}});
     for (const auto& [offload, recompute] : tries) {
-      l.offload = offload;
+      l.offload = offload.optimizer;
+      l.params_offload = offload.params;
       l.recompute = recompute;
       MemoryBreakdown mem;
       try {

@@ -4,7 +4,8 @@
 //   PlanRequest q{ModelPreset("llama2-13b"), LoadHardware("a100-80gb-ib400"), 64, 512};
 //   PlanResult r = Plan(q);   // r.fitting sorted fastest first; r.smallest_memory if none fits
 // Recomputation, then (ZeRO designs) offloading the optimizer state to host memory, then to NVMe,
-// are tried only where the layout does not fit without them (each only adds time).
+// then the parameters with it (host memory, then NVMe; sharded layouts) are tried only where the
+// layout does not fit without them (each only adds time).
 #pragma once
 
 #include <string>
@@ -26,7 +27,7 @@ struct PlanRequest {
   std::vector<Design> designs = {Design::kZero3, Design::kZeroPP, Design::kPipeFsdp, Design::k3D};
   std::vector<int> micro_batches = {1, 2, 4};
   std::vector<int> chunks = {1, 2};           // v for interleaved and ZeroPP
-  bool offload = true;                        // try optimizer offload where nothing else fits
+  bool offload = true;                        // try offload (optimizer, then parameters) where nothing else fits
 };
 
 struct PlanResult {

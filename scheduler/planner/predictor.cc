@@ -59,7 +59,8 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   const double optim =
       l.offload == Offload::kNone
           ? OptimizerSeconds(hw, stepped) * share
-          : OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, std::min(l.Devices(), g), share);
+          : OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, l.params_offload != Offload::kNone,
+                                      l.params_offload == Offload::kNvme, std::min(l.Devices(), g), share);
   return {reduce, optim};
 }
 
@@ -172,6 +173,18 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     // On a CPU box the gathered bytes are also copied into the unsharded buffer; NCCL writes
     // them in place on a GPU.
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
+  }
+  // Offloaded parameters: the communicator stages the host shard onto the device before the
+  // gather (zeropp/communicator.cc, ForBackend) and the reduced gradient shard goes back to its
+  // tier (FlatParam::AccumulateGradShard), over PCIe on a GPU; from NVMe the shard is read first,
+  // the gradient shard written, and read back before each later accumulation. On a CPU box host
+  // memory is the device's: only NVMe costs.
+  if (l.params_offload != Offload::kNone && l.design != Design::k3D) {
+    const double pcie = hw.shared_compute_units > 0 ? 0.0 : 1 / hw.pcie_bytes_per_s;
+    const double nvme = l.params_offload == Offload::kNvme ? 1 / hw.nvme_bytes_per_s : 0.0;
+    c.gather_staging_s_per_byte = pcie + nvme;
+    c.reduce_staging_s_per_byte = pcie + nvme;
+    c.reduce_accumulate_s_per_byte = nvme;
   }
   // On a CPU box the transport's copies run on the compute cores: the unloaded loopback bus
   // bandwidth the calibration measured is what one core copies.

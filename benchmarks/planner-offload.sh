@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# ./zpp bench planner-offload: the planner's offload model against an offloaded step measured on
+# this machine, in one run.
+# Measured: ./zpp demo --oversized's model (a 1.71B GPT: width 2048, 34 blocks, context 64, two
+# sequences a step, full recomputation) on one rank with one intra-op thread (the description's
+# compute unit is one core), its parameters, gradients, fp32 master and AdamW moments in NVMe files
+# under $ZPP_OFFLOAD_DIR (default ~/.cache/zeropp-offload); 4 steps, the first dropped (warm-up).
+# Predicted: `plan --predict` of the same layout (zero3_z1_b2_rc_offnvme_poffnvme) on
+# scheduler/planner/hardware/cpu-local.json, which ./zpp calibrate measured once (its NVMe rate
+# included); nothing is fitted to this run.
+# Prints the measured steps (the engine's split: waiting on I/O vs computing and issuing) beside
+# the prediction's parts (compute, the NVMe-bound optimizer tail, exposed waits), then
+#   RESULT planner-offload step_time_abs_error=E fraction reference=0 ratio=E target=0.10 MET|MISSED
+#   RESULT planner-offload nvme_state_abs_error=E fraction reference=0 ratio=E target=0.02 MET|MISSED
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bazel build //tools:launcher //tools:train //tools:plan >/dev/null 2>&1 || bazel build //tools:launcher //tools:train //tools:plan
+dir="${ZPP_OFFLOAD_DIR:-$HOME/.cache/zeropp-offload}"
+mkdir -p "$dir"
+HW=scheduler/planner/hardware/cpu-local.json
+echo "# measured: 1 rank, 1 thread, 4 steps (the first dropped), offload dir $dir"
+run="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --width 2048 --depth 34 --heads 16 \
+  --context 64 --micro-batch 2 --microbatches 1 --steps 4 --log-every 1 --lr 1e-5 --threads 1 --recompute \
+  --offload-params nvme --offload-optimizer nvme --offload-activations nvme --offload-dir "$dir" \
+  --host-budget-mb 2048 --memory-budget-mb 8192 --max-live-units 2 --prefetch 1 2>&1)"
+grep -E '^\[rank 0\] +step [0-9]|^\[rank 0\] DONE' <<<"$run" || { echo "$run" | tail -20; exit 1; }
+pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --gpus 1 --hidden 2048 --layers 34 --heads 16 --vocab 256 \
+  --seq 64 --no-flash --micro-batch 2 --global-batch 2 --design zero3 --zero 1 --recompute --offload-params nvme)"
+echo "$pred"
+python3 - "$run" "$pred" <<'PY'
+import re, sys
+run, pred = sys.argv[1], sys.argv[2]
+steps = [tuple(map(float, m)) for m in
+         re.findall(r"step ([0-9.]+) s: waiting on I/O ([0-9.]+) s, computing and issuing ([0-9.]+) s", run)][1:]
+nvme = float(re.findall(r"([0-9.]+) MB of state on nvme", run)[-1])
+p = dict(re.findall(r"(\w+)=([0-9.e+-]+)", pred))
+step_p, compute_p, idle_p = float(p["step_s"]), float(p["compute_s"]), float(p["idle_s"])
+if not steps:
+    sys.exit("planner-offload: the run printed no timed step")
+n = len(steps)
+step_m, wait_m, comp_m = (sum(s[i] for s in steps) / n for i in range(3))
+print("# measured (mean of steps 2-%d): step %.1f s = waiting on I/O %.1f s + computing and issuing %.1f s"
+      % (n + 1, step_m, wait_m, comp_m))
+print("# predicted: step %.1f s = forward/backward compute %.1f s + optimizer tail (NVMe-bound) %.1f s + exposed "
+      "waits %.1f s" % (step_p, compute_p, step_p - compute_p - idle_p, idle_p))
+print("# nvme state: engine %.1f MB, planner %.1f MB" % (nvme, float(p["nvme_mb"])))
+print("# step time predicted/measured %.3f" % (step_p / step_m))
+err = abs(step_p / step_m - 1)
+print("RESULT planner-offload step_time_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.10 %s"
+      % (err, err, "MET" if err <= 0.10 else "MISSED"))
+e2 = abs(float(p["nvme_mb"]) / nvme - 1)
+print("RESULT planner-offload nvme_state_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.02 %s"
+      % (e2, e2, "MET" if e2 <= 0.02 else "MISSED"))
+PY
