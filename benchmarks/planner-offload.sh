@@ -22,14 +22,14 @@ echo "# measured: 1 rank, 1 thread, 4 steps (the first dropped), offload dir $di
 run="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --width 2048 --depth 34 --heads 16 \
   --context 64 --micro-batch 2 --microbatches 1 --steps 4 --log-every 1 --lr 1e-5 --threads 1 --recompute \
   --offload-params nvme --offload-optimizer nvme --offload-activations nvme --offload-dir "$dir" \
-  --host-budget-mb 2048 --memory-budget-mb 8192 --max-live-units 2 --prefetch 1 2>&1)"
-grep -E '^\[rank 0\] +step [0-9]|^\[rank 0\] DONE' <<<"$run" || { echo "$run" | tail -20; exit 1; }
+  --host-budget-mb 2048 --memory-budget-mb 8192 --max-live-units 2 --prefetch 1 --mfu 2>&1)"
+grep -E '^\[rank 0\] +step [0-9]|^\[rank 0\] (DONE|MATMUL)' <<<"$run" || { echo "$run" | tail -20; exit 1; }
 pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --gpus 1 --hidden 2048 --layers 34 --heads 16 --vocab 256 \
   --seq 64 --no-flash --micro-batch 2 --global-batch 2 --design zero3 --zero 1 --recompute --offload-params nvme)"
 echo "$pred"
-python3 - "$run" "$pred" <<'PY'
-import re, sys
-run, pred = sys.argv[1], sys.argv[2]
+python3 - "$run" "$pred" "$HW" <<'PY'
+import json, re, sys
+run, pred, hw = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
 steps = [tuple(map(float, m)) for m in
          re.findall(r"step ([0-9.]+) s: waiting on I/O ([0-9.]+) s, computing and issuing ([0-9.]+) s", run)][1:]
 nvme = float(re.findall(r"([0-9.]+) MB of state on nvme", run)[-1])
@@ -44,6 +44,15 @@ print("# measured (mean of steps 2-%d): step %.1f s = waiting on I/O %.1f s + co
 print("# predicted: step %.1f s = forward/backward compute %.1f s + optimizer tail (NVMe-bound) %.1f s + exposed "
       "waits %.1f s" % (step_p, compute_p, step_p - compute_p - idle_p, idle_p))
 print("# nvme state: engine %.1f MB, planner %.1f MB" % (nvme, float(p["nvme_mb"])))
+# Diagnostic: the GEMM rate the description gives this model's shapes (M = 128 tokens; N, K of
+# 2048-8192) beside the run's own probe at those shapes (its MATMUL line), which the prediction
+# does not use.
+sat = lambda d: d / (d + hw["matmul"]["half_dim"])
+rates = [hw["peak_tflops"]["fp32"] * 1e3 * hw["matmul"]["max_efficiency"] * sat(128) * sat(n) * sat(k)
+         / hw.get("compute_overhead", 1.0) for n, k in ((6144, 2048), (2048, 2048), (8192, 2048), (2048, 8192))]
+probe = re.findall(r"model_gemm_gflops=([0-9.]+)", run)
+print("# GEMMs at this model's shapes: the description %.0f-%.0f GFLOP/s (with compute_overhead), the run's probe %s"
+      % (min(rates), max(rates), probe[0] + " GFLOP/s" if probe else "not printed"))
 print("# step time predicted/measured %.3f" % (step_p / step_m))
 err = abs(step_p / step_m - 1)
 print("RESULT planner-offload step_time_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.10 %s"
