@@ -378,7 +378,47 @@ TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
   q.hardware.memory_bytes = lightest - 1;
   const PlanResult pr = Plan(q);
   ASSERT_FALSE(pr.fitting.empty());
-  for (const Prediction& p : pr.fitting) EXPECT_EQ(p.layout.params_offload, Offload::kNvme) << p.layout.Name();
+  bool params = false;
+  for (const Prediction& p : pr.fitting) {
+    const Layout& f = p.layout;
+    EXPECT_TRUE(f.params_offload == Offload::kNvme || f.activations_offload == Offload::kNvme) << f.Name();
+    params = params || f.params_offload == Offload::kNvme;
+  }
+  EXPECT_TRUE(params);  // the pipelines fit only by offloading their parameters
+}
+// Offloaded activations (ZeRO-3 recomputing): the recomputed units' saved inputs, one per layer
+// unit here (the head's unit, last, keeps its own), leave the device for the tier; each costs a
+// synchronous copy over PCIe after its forward and another before its backward.
+TEST(Planner, OffloadedActivationsLeaveTheDeviceAndCostTwoCopiesPerUnit) {
+  const Hardware h = Toy();  // bf16, PCIe 20 GB/s
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  l.offload = Offload::kCpu;
+  l.activations_offload = Offload::kCpu;
+  EXPECT_NE(l.Check(m, 4, 4, 32).find("needs ZeRO-3"), std::string::npos);  // not recomputing
+  l.recompute = true;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_rc_offcpu_aoffcpu");
+  Layout kept = l;
+  kept.activations_offload = Offload::kNone;
+  const double input = 32.0 * 64 * 2;  // tokens x hidden x 2 bytes
+  const MemoryBreakdown a = PredictMemory(m, l, h, 32), k = PredictMemory(m, kept, h, 32);
+  EXPECT_GT(k.activations, 0);  // some of the 4 inputs at the device's peak moment
+  EXPECT_DOUBLE_EQ(a.activations, 0);
+  EXPECT_LT(a.Total(), k.Total());
+  EXPECT_DOUBLE_EQ(a.host - k.host, 4 * input);  // all 4 on the host at the end of a forward
+  l.activations_offload = Offload::kNvme;
+  EXPECT_DOUBLE_EQ(PredictMemory(m, l, h, 32).nvme, 4 * input);
+  // 8 micro-batches (32 sequences over 4 ranks), 4 layer units, a copy each way.
+  EXPECT_NEAR(Predict(m, l, h, 32).compute_s - Predict(m, kept, h, 32).compute_s, 8 * 4 * 2 * input / 20e9, 1e-12);
+  // Pipelines run the executor's per-chunk policy: the engine refuses per-unit activation offload.
+  Layout p;
+  p.design = Design::kZeroPP;
+  p.schedule = "zeropp";
+  p.pp = 2, p.zero = 2, p.u = 2, p.recompute = true, p.offload = p.activations_offload = Offload::kCpu;
+  EXPECT_NE(p.Check(m, 4, 4, 32).find("needs ZeRO-3"), std::string::npos);
 }
 TEST(Planner, RefusesImpossibleInputs) {
   PlanRequest q = SmallRequest(0);

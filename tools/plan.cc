@@ -6,7 +6,8 @@
 //       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
 //   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
 //       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] [--offload cpu|nvme]
-//       [--offload-params cpu|nvme: ZeRO-Infinity, the optimizer's tier defaults to it] ...
+//       [--offload-params cpu|nvme: ZeRO-Infinity, the optimizer's tier defaults to it]
+//       [--offload-activations cpu|nvme: ZeRO-3 with --recompute] ...
 //   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
 //   ./zpp plan --predict LAYOUT FLAGS [--trace T.json]   one layout's PREDICT line; --trace writes
 //       the simulated step as Chrome trace JSON (one track per pipeline rank, as train --trace)
@@ -75,7 +76,7 @@ Flags Parse(int argc, char** argv) {
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
-         {"prefetch", "1"}, {"offload-params", "none"}};
+         {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -302,6 +303,7 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
            : throw std::invalid_argument("--" + flag + ": got '" + t + "', expected none, cpu or nvme");
   };
   l.params_offload = tier("offload-params");
+  l.activations_offload = tier("offload-activations");
   // Offloaded parameters take the optimizer with them: --offload defaults to their tier.
   l.offload = f.Has("offload") || l.params_offload == Offload::kNone ? tier("offload") : l.params_offload;
   l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
@@ -381,7 +383,7 @@ int main(int argc, char** argv) {
     if (!f.Has("predict") && !f.Has("estimate-memory")) {
       // These describe one layout; plan and --sweep enumerate every layout, so they would be ignored.
       for (const char* k : {"design", "schedule", "tp", "pp", "dp", "zero", "v", "u", "micro-batch", "prefetch", "sp",
-                            "zero1", "dp-outer", "recompute", "offload", "offload-params"}) {
+                            "zero1", "dp-outer", "recompute", "offload", "offload-params", "offload-activations"}) {
         if (f.Has(k)) {
           throw std::invalid_argument(absl::StrCat("--", k, ": sets one layout, for --predict or --estimate-memory; "
                                                    "plan enumerates every layout (--designs picks designs)"));

@@ -48,6 +48,7 @@ std::string Layout::Name() const {
   if (recompute) absl::StrAppend(&n, "_rc");
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
   if (params_offload != Offload::kNone) absl::StrAppend(&n, "_poff", OffloadName(params_offload));
+  if (activations_offload != Offload::kNone) absl::StrAppend(&n, "_aoff", OffloadName(activations_offload));
   return n;
 }
 
@@ -76,6 +77,11 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return absl::StrCat("params_offload(", OffloadName(params_offload),
                         ") needs a ZeRO design with the optimizer state offloaded too (offload cpu or nvme: the "
                         "moments stay with the master)");
+  }
+  if (activations_offload != Offload::kNone && (design != Design::kZero3 || !recompute)) {
+    return absl::StrCat("activations_offload(", OffloadName(activations_offload),
+                        ") needs ZeRO-3 (the engine offloads unit by unit, pp = 1) with recompute (the saved inputs "
+                        "of recomputed units are what it moves)");
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";

@@ -51,6 +51,10 @@ struct Layout {
   // shard to the device and each reduction takes its gradient shard back. Needs `offload` too
   // (the moments stay with the master).
   Offload params_offload = Offload::kNone;
+  // The saved inputs of recomputed units (zeropp's offload.activations): each written to the tier
+  // after its unit's forward and read back (prefetched a unit ahead) before its backward. ZeRO-3
+  // with recomputation only (the engine offloads per unit, pp = 1).
+  Offload activations_offload = Offload::kNone;
   int Devices() const { return tp * zero * pp * dp; }
   int MicroBatches(int global_batch) const { return global_batch / (dp * zero * micro_batch); }
   std::string Name() const;

@@ -131,6 +131,13 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   };
   auto is_last_vstage = [&](int c) { return c * s.pp + r == stages - 1; };
   auto first_vstage = [&](int c) { return c * s.pp + r == 0; };
+  // Offloaded activations (the executor): a recomputed chunk's saved input, but the last virtual
+  // stage's (its backward follows at once), lives on the tier from its forward to its backward,
+  // where the device holds it again while that backward runs. On a CPU box only NVMe takes it out.
+  const bool act_tier = l.activations_offload == Offload::kNvme ||
+                        (l.activations_offload == Offload::kCpu && hw.shared_compute_units == 0);
+  auto offloaded = [&](int c) { return act_tier && s.Recompute(r, c) && !is_last_vstage(c); };
+  double off_stash = 0, off_peak = 0;
   note(0);
   if (r < static_cast<int>(s.ranks.size())) {
     for (const scheduler::Action& a : s.ranks[r]) {
@@ -144,7 +151,12 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
           gathered -= chunk_bytes[c];
           break;
         case ActionKind::kForward:
-          stash += stash_of(c);
+          if (offloaded(c)) {
+            off_stash += stash_of(c);
+            off_peak = std::max(off_peak, off_stash);
+          } else {
+            stash += stash_of(c);
+          }
           note(is_last_vstage(c) ? logits : 0.0);
           break;
         case ActionKind::kBackward:
@@ -153,12 +165,13 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
             accumulating[c] = true;
             grads += chunk_bytes[c];
           }
-          double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) + (is_last_vstage(c) ? logits : 0.0);
+          double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) + (is_last_vstage(c) ? logits : 0.0) +
+                             (offloaded(c) ? stash_of(c) : 0.0);
           note(transient);
           // After Bi only what W reads stays alive (split_backward.h frees every other saved
           // tensor): the weight pass's inputs and output gradients. The first virtual stage's
           // input needs no gradient, so its Bi is the whole backward and leaves nothing to W.
-          stash -= stash_of(c);
+          (offloaded(c) ? off_stash : stash) -= stash_of(c);
           if (a.kind == ActionKind::kBackwardInput && !first_vstage(c)) w += w_hold(c);
           note(0);
           break;
@@ -194,6 +207,7 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     for (int c = 0; c < s.v; ++c) largest = std::max(largest, chunk_bytes[c] / l.zero);
     b.working += 2 * largest;
   }
+  (l.activations_offload == Offload::kNvme ? b.nvme : b.host) += off_peak;
   b.reserved = hw.reserved_bytes;
   return b;
 }

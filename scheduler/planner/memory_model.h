@@ -28,7 +28,10 @@
 // executor frees every other saved tensor at Bi; the first virtual stage's Bi is its whole
 // backward and keeps nothing). Transient, during one action: a
 // recomputed chunk's activations in its backward, the last stage's logits (compute dtype + fp32
-// softmax). Plus send/receive buffers and reserved. The breakdown is of the peak moment.
+// softmax). Plus send/receive buffers and reserved. The breakdown is of the peak moment. With
+// activations offloaded (ZeRO-3, activations_offload) a recomputed chunk's saved input, but the
+// last's, lives on the tier (`host` or `nvme`, their peak) from its forward to its backward, and
+// on the device again, as working memory, while that backward runs.
 #pragma once
 
 #include <string>

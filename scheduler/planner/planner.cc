@@ -121,22 +121,27 @@ PlanResult Plan(const PlanRequest& q) {
   const double host_per_device = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
   for (Layout l : EnumerateLayouts(q)) {
     // The cheapest way to fit: as it is, then recomputing, then offloading (ZeRO designs) the
-    // optimizer state to host memory and then to NVMe, then the parameters with it (sharded
-    // layouts: ZeRO-Infinity), each without and with recomputation. Each step only adds time.
+    // optimizer state to host memory and then to NVMe, each without and with recomputation; then
+    // (ZeRO-3, recomputing) the recomputed units' saved inputs with it; then the parameters too
+    // (sharded layouts: ZeRO-Infinity), and at last (ZeRO-3) everything. Each step only adds time.
     struct Try {
-      Offload optimizer, params;
+      Offload optimizer, params, activations;
+      bool recompute;
     };
-    std::vector<Try> offloads = {{Offload::kNone, Offload::kNone}};
+    constexpr Offload kN = Offload::kNone, kC = Offload::kCpu, kV = Offload::kNvme;
+    std::vector<Try> tries = {{kN, kN, kN, false}, {kN, kN, kN, true}};
     if (l.design != Design::k3D && q.offload) {
-      offloads.insert(offloads.end(), {{Offload::kCpu, Offload::kNone}, {Offload::kNvme, Offload::kNone}});
-      if (l.zero > 1) offloads.insert(offloads.end(), {{Offload::kCpu, Offload::kCpu}, {Offload::kNvme, Offload::kNvme}});
+      const bool zero3 = l.design == Design::kZero3;
+      tries.insert(tries.end(), {{kC, kN, kN, false}, {kC, kN, kN, true}, {kV, kN, kN, false}, {kV, kN, kN, true}});
+      if (zero3) tries.insert(tries.end(), {{kC, kN, kC, true}, {kV, kN, kV, true}});
+      if (l.zero > 1) tries.insert(tries.end(), {{kC, kC, kN, false}, {kC, kC, kN, true}, {kV, kV, kN, false}, {kV, kV, kN, true}});
+      if (zero3 && l.zero > 1) tries.insert(tries.end(), {{kC, kC, kC, true}, {kV, kV, kV, true}});
     }
-    std::vector<std::pair<Try, bool>> tries;
-    for (const Try& o : offloads) tries.insert(tries.end(), {{o, false}, {o, true}});
-    for (const auto& [offload, recompute] : tries) {
-      l.offload = offload.optimizer;
-      l.params_offload = offload.params;
-      l.recompute = recompute;
+    for (const Try& t : tries) {
+      l.offload = t.optimizer;
+      l.params_offload = t.params;
+      l.activations_offload = t.activations;
+      l.recompute = t.recompute;
       MemoryBreakdown mem;
       try {
         mem = PredictMemory(q.model, l, q.hardware, q.global_batch);

@@ -4,8 +4,9 @@
 //   PlanRequest q{ModelPreset("llama2-13b"), LoadHardware("a100-80gb-ib400"), 64, 512};
 //   PlanResult r = Plan(q);   // r.fitting sorted fastest first; r.smallest_memory if none fits
 // Recomputation, then (ZeRO designs) offloading the optimizer state to host memory, then to NVMe,
-// then the parameters with it (host memory, then NVMe; sharded layouts) are tried only where the
-// layout does not fit without them (each only adds time).
+// then (ZeRO-3) the recomputed units' saved inputs with it, then the parameters (host memory, then
+// NVMe; sharded layouts), then everything, are tried only where the layout does not fit without
+// them (each only adds time).
 #pragma once
 
 #include <string>

@@ -152,6 +152,19 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   last.backward_input_wait_s += head.tp_comm_s - head.tp_forward_s;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
+  // Offloaded activations: the executor copies a recomputed chunk's input (every chunk with layers
+  // but the last) to the host after its forward and back before its backward, synchronously on
+  // the training thread: over PCIe on a GPU, into the host pool on a CPU box. The NVMe write is
+  // asynchronous and the read prefetched a chunk ahead, so NVMe adds no time here.
+  if (l.activations_offload != Offload::kNone) {
+    const double rate = hw.shared_compute_units > 0 ? hw.memory_bytes_per_s * hw.memory_efficiency : hw.pcie_bytes_per_s;
+    const double copy_s = c.activation_bytes / rate;
+    for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+      if (chunks[i].layers <= 0) continue;
+      c.virtual_stage_extra[i].forward_s += copy_s;
+      c.virtual_stage_extra[i].backward_input_s += copy_s;
+    }
+  }
   // Neighbouring stages are `stride` ranks apart; a receive is waited for (blocking).
   const int stride = l.design == Design::k3D ? (l.dp_outer ? l.tp : l.tp * l.dp) : l.zero;
   const bool same_node = stride * l.pp <= g;
