@@ -5,10 +5,13 @@
 #   3. the oversized run: a GPT whose training state exceeds the GPU's memory (~5.2B parameters,
 #      ~84 GB on an 80 GB H100) with the optimizer offloaded to the CPU, loss over 5 steps, the step
 #      split into GPU compute, copies and CPU optimizer;
+#   4. the same width with half the blocks and its parameters offloaded too (ZeRO-Infinity into
+#      host memory: compute shard, gradient shard, master and moments in the pinned pool), 3 steps;
 #   with a description of this GPU in the bundle (H100, A100), between 1 and 2: the planner's
 #   efficiencies measured here (gpu_calibrate.py: GEMM shapes, flash attention, copy bandwidth), and
-#   after 2 and 3: the planner's prediction of each step from the datasheet description and from
-#   the measured one, against the measured step (RESULT planner-gpu-*, planner-gpu-offload-*).
+#   after 2, 3 and 4: the planner's prediction of each step from the datasheet description and from
+#   the measured one, against the measured step (RESULT planner-gpu-*, planner-gpu-offload-*,
+#   planner-gpu-params-offload-*).
 #   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: check 3 alone
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -56,6 +59,7 @@ threads="$(nproc)"
 if [[ "$quick" == quick ]]; then
   big=(--width 512 --depth 4 --heads 8 --context 256 --micro-batch 4 --steps 8 --bench-warmup 3)
   huge=(--width 1024 --depth 4 --heads 8 --context 256 --micro-batch 2 --steps 5)
+  width=1024 depth=4 heads=8 context=256 pdepth=2 pbudget_mb=1024
 else
   big=(--width 2048 --depth 24 --heads 16 --context 1024 --micro-batch 8 --steps 20 --bench-warmup 5)
   # Width 4096, the fewest blocks whose training state (16 bytes per parameter: bf16 weights and
@@ -72,6 +76,9 @@ print(depth, int(12 * per_block * depth * 1.15) >> 20)
 PY
 )
   huge=(--width 4096 --depth "$depth" --heads 32 --context 1024 --micro-batch 2 --steps 5 --host-budget-mb "$budget_mb" --lr 1e-5)
+  # Check 4: half the blocks, 16 bytes per parameter in the pool with 15% to spare.
+  width=4096 heads=32 context=1024 pdepth=$(((depth + 1) / 2))
+  pbudget_mb=$(((16 * (12 * 4096 * 4096 + 13 * 4096) * pdepth * 115 / 100) >> 20))
 fi
 train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --device cuda --data-dir "$here/data" --log-every 1 "$@"; }
 if [[ "$quick" != oversized ]]; then
@@ -93,4 +100,15 @@ if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
   # The planner's offload model (PCIe both ways, the host's AdamW) on the same step.
   planner_check planner-gpu-offload "$step" --hidden 4096 --layers "$depth" --heads 32 --seq 1024 --vocab 256 \
     --micro-batch 2 --global-batch 2 --design zero3 --recompute --offload cpu
+fi
+# 4. Parameters offloaded too: every gather stages the shard over PCIe, every reduction sends the
+# gradient shard back, the step updates on the host and moves nothing.
+out="$(train --width "$width" --depth "$pdepth" --heads "$heads" --context "$context" --micro-batch 2 --steps 3 \
+  --host-budget-mb "$pbudget_mb" --lr 1e-5 --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu \
+  --offload-params cpu --threads "$threads" --profile 2>&1)"
+echo "$out"
+step="$(grep -oP 'PROFILE .*step_s=\K[0-9.]+' <<<"$out" | tail -1)"
+if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
+  planner_check planner-gpu-params-offload "$step" --hidden "$width" --layers "$pdepth" --heads "$heads" --seq "$context" \
+    --vocab 256 --micro-batch 2 --global-batch 2 --design zero3 --recompute --offload-params cpu
 fi
