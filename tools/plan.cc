@@ -162,9 +162,14 @@ PlanRequest RequestFrom(const Flags& f) {
 
 void PrintPrediction(int rank, const Prediction& p) {
   const MemoryBreakdown& m = p.memory;
-  std::printf("%4d  %-44s %8.3f %10.0f %6.1f%%  %6.1f = %5.1f %5.1f %5.1f %5.1f  %s\n", rank, p.layout.Name().c_str(),
+  // What an offloaded layout keeps off the device, per device: what host memory and disks must hold.
+  std::string off;
+  if (m.host > 0) off += absl::StrFormat(" host %.1f GB", m.host / 1e9);
+  if (m.nvme > 0) off += absl::StrFormat(" nvme %.1f GB", m.nvme / 1e9);
+  std::printf("%4d  %-44s %8.3f %10.0f %6.1f%%  %6.1f = %5.1f %5.1f %5.1f %5.1f  %s%s\n", rank, p.layout.Name().c_str(),
               p.step_s, p.tokens_per_s, 100 * p.mfu, m.Total() / 1e9, m.ModelState() / 1e9, m.unsharded / 1e9,
-              m.activations / 1e9, (m.working + m.reserved) / 1e9, p.Dominant().c_str());
+              m.activations / 1e9, (m.working + m.reserved) / 1e9, p.Dominant().c_str(),
+              off.empty() ? "" : absl::StrCat(";", off, " off the device").c_str());
 }
 
 std::string Why(const Prediction& p) {
