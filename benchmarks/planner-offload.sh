@@ -8,8 +8,9 @@
 # Predicted: `plan --predict` of the same layout (zero3_z1_b2_rc_offnvme_poffnvme) on
 # scheduler/planner/hardware/cpu-local.json, which ./zpp calibrate measured once (its NVMe rate
 # included); nothing is fitted to this run.
-# Prints the measured steps (the engine's split: waiting on I/O vs computing and issuing) beside
-# the prediction's parts (compute, the NVMe-bound optimizer tail, exposed waits), then
+# Prints the measured steps (the engine's split: waiting on I/O vs computing and issuing, and the
+# step's end: clipping and AdamW over the offloaded state) beside the prediction's parts (forward
+# and backward compute, exposed waits, the NVMe-bound step end), then
 #   RESULT planner-offload step_time_abs_error=E fraction reference=0 ratio=E target=0.10 MET|MISSED
 #   RESULT planner-offload nvme_state_abs_error=E fraction reference=0 ratio=E target=0.02 MET|MISSED
 set -euo pipefail
@@ -31,18 +32,24 @@ python3 - "$run" "$pred" "$HW" <<'PY'
 import json, re, sys
 run, pred, hw = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
 steps = [tuple(map(float, m)) for m in
-         re.findall(r"step ([0-9.]+) s: waiting on I/O ([0-9.]+) s, computing and issuing ([0-9.]+) s", run)][1:]
+         re.findall(r"step ([0-9.]+) s: waiting on I/O ([0-9.]+) s, computing and issuing ([0-9.]+) s; its end "
+                    r"\(clipping, AdamW\) ([0-9.]+) s, ([0-9.]+) s of it waiting on I/O", run)][1:]
 nvme = float(re.findall(r"([0-9.]+) MB of state on nvme", run)[-1])
 p = dict(re.findall(r"(\w+)=([0-9.e+-]+)", pred))
 step_p, compute_p, idle_p = float(p["step_s"]), float(p["compute_s"]), float(p["idle_s"])
 if not steps:
     sys.exit("planner-offload: the run printed no timed step")
 n = len(steps)
-step_m, wait_m, comp_m = (sum(s[i] for s in steps) / n for i in range(3))
+step_m, wait_m, comp_m, end_m, end_wait_m = (sum(s[i] for s in steps) / n for i in range(5))
 print("# measured (mean of steps 2-%d): step %.1f s = waiting on I/O %.1f s + computing and issuing %.1f s"
       % (n + 1, step_m, wait_m, comp_m))
-print("# predicted: step %.1f s = forward/backward compute %.1f s + optimizer tail (NVMe-bound) %.1f s + exposed "
-      "waits %.1f s" % (step_p, compute_p, step_p - compute_p - idle_p, idle_p))
+print("#   forward/backward %.1f s (%.1f s of it waiting on I/O); the step's end (clipping, AdamW) %.1f s (%.1f s "
+      "waiting on I/O)" % (step_m - end_m, wait_m - end_wait_m, end_m, end_wait_m))
+tail_p = step_p - compute_p - idle_p
+print("# predicted: step %.1f s = forward/backward compute %.1f s + exposed waits %.1f s + the step's end "
+      "(NVMe-bound) %.1f s" % (step_p, compute_p, idle_p, tail_p))
+print("# predicted/measured: forward/backward %.3f, the step's end %.3f"
+      % ((compute_p + idle_p) / (step_m - end_m), tail_p / end_m))
 print("# nvme state: engine %.1f MB, planner %.1f MB" % (nvme, float(p["nvme_mb"])))
 # Diagnostic: the GEMM rate the description gives this model's shapes (M = 128 tokens; N, K of
 # 2048-8192) beside the run's own probe at those shapes (its MATMUL line), which the prediction

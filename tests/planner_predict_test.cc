@@ -24,6 +24,15 @@ namespace {
 using fixtures::Small;
 using fixtures::Toy;
 
+// ZeRO-3 over 4 devices (one node of the toy description).
+Layout Zero3Over4() {
+  Layout l;
+  l.design = Design::kZero3;
+  l.schedule = "zero3";
+  l.zero = 4;
+  return l;
+}
+
 PlanRequest SmallRequest(int devices) {
   PlanRequest q;
   q.model = Small();
@@ -210,10 +219,7 @@ TEST(Planner, GradientBookkeepingFollowsTheReductions) {
 TEST(Planner, ZeroThreeWithoutPrefetchWaitsOnEveryGather) {
   const Hardware h = Toy();
   const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
+  Layout l = Zero3Over4();
   EXPECT_EQ(l.Name(), "zero3_z4_b1");
   l.prefetch = 0;
   EXPECT_EQ(l.Name(), "zero3_z4_b1_pf0");
@@ -238,10 +244,7 @@ TEST(Planner, ZeroThreeWithoutPrefetchWaitsOnEveryGather) {
 TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
   const Hardware h = Toy();  // host 50 GB/s per node (4 devices offloading), PCIe 20 GB/s, NVMe 5 GB/s, bf16
   const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
+  Layout l = Zero3Over4();
   const MemoryBreakdown none = PredictMemory(m, l, h, 32);
   const double shard = m.Parameters() / 4;
   EXPECT_DOUBLE_EQ(none.optimizer, 12 * shard);
@@ -287,10 +290,7 @@ TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
 TEST(Planner, OffloadedParametersLeaveTheDeviceAndAreStagedPerGather) {
   const Hardware h = Toy();  // bf16, PCIe 20 GB/s, NVMe 5 GB/s, host 50 GB/s per node
   const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
+  Layout l = Zero3Over4();
   const MemoryBreakdown none = PredictMemory(m, l, h, 32);
   const double shard = m.Parameters() / 4;
   l.params_offload = Offload::kCpu;
@@ -392,10 +392,7 @@ TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
 TEST(Planner, OffloadedActivationsLeaveTheDeviceAndCostTwoCopiesPerUnit) {
   const Hardware h = Toy();  // bf16, PCIe 20 GB/s
   const ModelShape m = Small();
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
+  Layout l = Zero3Over4();
   l.offload = Offload::kCpu;
   l.activations_offload = Offload::kCpu;
   EXPECT_NE(l.Check(m, 4, 4, 32).find("needs ZeRO-3"), std::string::npos);  // not recomputing

@@ -275,9 +275,11 @@ int Main(int argc, char** argv) {
       if (offloading) {
         const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
         const double wait_s = (mem.io.wait_us - io_before.wait_us) / 1e6;
-        std::printf("    step %.1f s: waiting on I/O %.1f s, computing and issuing %.1f s; read %.2f GB, wrote %.2f GB "
+        std::printf("    step %.1f s: waiting on I/O %.1f s, computing and issuing %.1f s; its end (clipping, AdamW) "
+                    "%.1f s, %.1f s of it waiting on I/O; read %.2f GB, wrote %.2f GB "
                     "(%.2f GB/s while waiting); %.1f MB of state on nvme, host pool %.0f MB\n",
-                    step_s, wait_s, step_s - wait_s, (mem.io.bytes_read - io_before.bytes_read) / 1e9,
+                    step_s, wait_s, step_s - wait_s, r.finish_us / 1e6, r.finish_io_wait_us / 1e6,
+                    (mem.io.bytes_read - io_before.bytes_read) / 1e9,
                     (mem.io.bytes_written - io_before.bytes_written) / 1e9,
                     wait_s > 0 ? (mem.io.bytes_read - io_before.bytes_read + mem.io.bytes_written - io_before.bytes_written) / 1e9 / step_s : 0.0,
                     mem.nvme_bytes / 1e6, mem.host_pool_bytes / 1e6);

@@ -375,6 +375,8 @@ StepMarks Engine::BeginStep() {
 
 StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>& loss_sum_groups,
                               const std::vector<Communicator*>& norm_groups, const StepMarks& marks) {
+  const auto finish_t0 = std::chrono::steady_clock::now();
+  const int64_t finish_io0 = swap_ ? swap_->stats().wait_us : 0;
   Communicator& zero = groups_.zero();
   Communicator& dp = groups_.dp();
   FinishReductions(true);
@@ -529,6 +531,8 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.gather_wait_us = gather_wait_us_ - marks.gather_wait_us;
   r.reduce_wait_us = reduce_wait_us_ - marks.reduce_wait_us;
   r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
+  r.finish_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - finish_t0).count();
+  r.finish_io_wait_us = (swap_ ? swap_->stats().wait_us : 0) - finish_io0;
   return r;
 }
 

@@ -81,6 +81,10 @@ struct StepResult {
   int64_t gather_wait_us = 0;
   int64_t gather_busy_us = 0;
   int64_t reduce_wait_us = 0;  // time the training thread waited for gradient reductions
+  // The step's end (FinishStep: pending reductions, clipping, AdamW, write-backs) on the training
+  // thread, and the part of it spent waiting on offload I/O.
+  int64_t finish_us = 0;
+  int64_t finish_io_wait_us = 0;
 };
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
