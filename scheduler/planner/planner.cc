@@ -120,10 +120,11 @@ PlanResult Plan(const PlanRequest& q) {
   const double capacity = q.hardware.memory_bytes;
   const double host_per_device = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
   for (Layout l : EnumerateLayouts(q)) {
-    // The cheapest way to fit: as it is, then recomputing, then offloading (ZeRO designs) the
-    // optimizer state to host memory and then to NVMe, each without and with recomputation; then
-    // (ZeRO-3, recomputing) the recomputed units' saved inputs with it; then the parameters too
-    // (sharded layouts: ZeRO-Infinity), and at last (ZeRO-3) everything. Each step only adds time.
+    // The first way that fits, in this order (each moves more off the device, and as a rule costs
+    // more): as it is, then recomputing, then offloading (ZeRO designs) the optimizer state to host
+    // memory and then to NVMe, each without and with recomputation; then (ZeRO-3, recomputing) the
+    // recomputed units' saved inputs with it; then the parameters too (sharded layouts:
+    // ZeRO-Infinity), and at last (ZeRO-3) everything.
     struct Try {
       Offload optimizer, params, activations;
       bool recompute;

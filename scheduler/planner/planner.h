@@ -5,8 +5,8 @@
 //   PlanResult r = Plan(q);   // r.fitting sorted fastest first; r.smallest_memory if none fits
 // Recomputation, then (ZeRO designs) offloading the optimizer state to host memory, then to NVMe,
 // then (ZeRO-3) the recomputed units' saved inputs with it, then the parameters (host memory, then
-// NVMe; sharded layouts), then everything, are tried only where the layout does not fit without
-// them (each only adds time).
+// NVMe; sharded layouts), then everything, are tried in that order only where the layout does not
+// fit without them; the first that fits is kept.
 #pragma once
 
 #include <string>
