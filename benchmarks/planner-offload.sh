@@ -15,10 +15,17 @@
 #   RESULT planner-offload nvme_state_abs_error=E fraction reference=0 ratio=E target=0.02 MET|MISSED
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //tools:launcher //tools:train //tools:plan >/dev/null 2>&1 || bazel build //tools:launcher //tools:train //tools:plan
+TARGETS=(//tools:launcher //tools:train //tools:plan //benchmarks:io_bench)
+bazel build "${TARGETS[@]}" >/dev/null 2>&1 || bazel build "${TARGETS[@]}"
 dir="${ZPP_OFFLOAD_DIR:-$HOME/.cache/zeropp-offload}"
 mkdir -p "$dir"
 HW=scheduler/planner/hardware/cpu-local.json
+# A diagnostic, as planner-local's speed reference: the disk now, by calibrate's own measurement
+# (the prediction uses the description's nvme_gbps, never this).
+disk_dir="$(mktemp -d "$dir/disk-now.XXXXXX")"
+disk="$(bazel-bin/benchmarks/io_bench "$disk_dir" 1073741824 | grep 'engine=io_uring')"
+rm -rf "$disk_dir"
+echo "# the disk now (io_bench, as ./zpp calibrate measures it): $disk"
 echo "# measured: 1 rank, 1 thread, 4 steps (the first dropped), offload dir $dir"
 run="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --width 2048 --depth 34 --heads 16 \
   --context 64 --micro-batch 2 --microbatches 1 --steps 4 --log-every 1 --lr 1e-5 --threads 1 --recompute \
@@ -51,6 +58,7 @@ print("# predicted: step %.1f s = forward/backward compute %.1f s + exposed wait
 print("# predicted/measured: forward/backward %.3f, the step's end %.3f"
       % ((compute_p + idle_p) / (step_m - end_m), tail_p / end_m))
 print("# nvme state: engine %.1f MB, planner %.1f MB" % (nvme, float(p["nvme_mb"])))
+print("# the description's disk: nvme_gbps %.3f" % hw["host"]["nvme_gbps"])
 # Diagnostic: the GEMM rate the description gives this model's shapes (M = 128 tokens; N, K of
 # 2048-8192) beside the run's own probe at those shapes (its MATMUL line), which the prediction
 # does not use.
