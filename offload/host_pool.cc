@@ -62,7 +62,7 @@ HostPool::~HostPool() {
 }
 
 HostBuffer HostPool::Allocate(int64_t bytes) {
-  const int64_t size = (bytes + 4095) / 4096 * 4096;
+  const int64_t size = Rounded(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   HostBuffer b;
   auto it = free_.find(size);

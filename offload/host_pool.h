@@ -41,6 +41,8 @@ class HostPool {
   // Sizes round up to 4096. Throws std::runtime_error naming the request, the bytes in use and the
   // budget when the budget would be exceeded. Thread-safe.
   HostBuffer Allocate(int64_t bytes);
+  // The size a request of `bytes` takes from the budget (4096-byte multiples).
+  static int64_t Rounded(int64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
   int64_t in_use() const;
   int64_t reserved() const;  // in use + cached for reuse
   int64_t budget() const { return budget_; }

@@ -121,8 +121,7 @@ void SwapManager::Prefetch(int id) {
   Entry& e = entries_[id];
   if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
   Reap(/*block=*/false);
-  const int64_t size = (e.padded + 4095) / 4096 * 4096;  // as the pool rounds it
-  if (pool_->in_use() + 2 * size > pool_->budget()) return;
+  if (pool_->in_use() + 2 * HostPool::Rounded(e.padded) > pool_->budget()) return;
   StartRead(id);
 }
 

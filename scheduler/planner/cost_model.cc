@@ -177,8 +177,9 @@ double OptimizerSeconds(const Hardware& hw, double params) {
   return params * AdamBytesPerParam(hw) / (hw.memory_bytes_per_s * hw.memory_efficiency);
 }
 
-double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool optimizer_nvme, bool params_offloaded,
-                                 bool params_nvme, int devices_on_node, double cpu_share) {
+double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload optimizer, Offload params_tier,
+                                 int devices_on_node, double cpu_share) {
+  const bool optimizer_nvme = optimizer == Offload::kNvme, params_nvme = params_tier == Offload::kNvme;
   // Parameters on nvme: the master read and written (in fp32 it is the shard), the gradient shard
   // read twice (the clipping norm's pass, then the update), and in bf16 the compute shard written.
   const double grad = hw.value_bytes;
@@ -193,7 +194,7 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool optimiz
   if (hw.host_adamw_params_per_s > 0) cpu = std::max(cpu, node_params / hw.host_adamw_params_per_s);
   // zeropp's staging (zeropp/host_staging.h) moves fp32 both ways: the gradient is cast on the device
   // before it goes down, the updated master goes up whole and is cast there.
-  const double pcie = params_offloaded ? 0.0 : 2 * params * 4.0 / hw.pcie_bytes_per_s;
+  const double pcie = params_tier != Offload::kNone ? 0.0 : 2 * params * 4.0 / hw.pcie_bytes_per_s;
   return pcie + std::max(cpu, io);
 }
 

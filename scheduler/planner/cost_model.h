@@ -23,6 +23,7 @@
 #pragma once
 
 #include "scheduler/planner/hardware.h"
+#include "scheduler/planner/layout.h"
 #include "scheduler/planner/model_shape.h"
 
 namespace zeropp {
@@ -104,8 +105,9 @@ double OptimizerSeconds(const Hardware& hw, double params);
 // where the master is the shard). On a CPU box (shared compute
 // units) the host is the device: no transfer, the measured optimizer rate on cpu_share of a core
 // (ComputeOptions::share).
-double OffloadedOptimizerSeconds(const Hardware& hw, double params, bool optimizer_nvme, bool params_offloaded,
-                                 bool params_nvme, int devices_on_node, double cpu_share);
+// `optimizer` is kCpu or kNvme (offloaded), `params_tier` the parameters' tier (kNone: on the device).
+double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload optimizer, Offload params_tier,
+                                 int devices_on_node, double cpu_share);
 
 }  // namespace planner
 }  // namespace zeropp

@@ -202,7 +202,7 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   b.unsharded = peak_at.unsharded;
   b.activations = peak_at.activations;
   b.working = peak_at.working + (l.pp > 1 ? 2 * input_bytes : 0.0);
-  if (l.params_offload != Offload::kNone && hw.shared_compute_units == 0 && l.design != Design::k3D) {
+  if (l.params_offload != Offload::kNone && hw.shared_compute_units == 0) {  // ZeRO designs only (Layout::Check)
     double largest = 0;
     for (int c = 0; c < s.v; ++c) largest = std::max(largest, chunk_bytes[c] / l.zero);
     b.working += 2 * largest;

@@ -59,8 +59,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   const double optim =
       l.offload == Offload::kNone
           ? OptimizerSeconds(hw, stepped) * share
-          : OffloadedOptimizerSeconds(hw, stepped, l.offload == Offload::kNvme, l.params_offload != Offload::kNone,
-                                      l.params_offload == Offload::kNvme, std::min(l.Devices(), g), share);
+          : OffloadedOptimizerSeconds(hw, stepped, l.offload, l.params_offload, std::min(l.Devices(), g), share);
   return {reduce, optim};
 }
 
@@ -192,7 +191,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // tier (FlatParam::AccumulateGradShard), over PCIe on a GPU; from NVMe the shard is read first,
   // the gradient shard written, and read back before each later accumulation. On a CPU box host
   // memory is the device's: only NVMe costs.
-  if (l.params_offload != Offload::kNone && l.design != Design::k3D) {
+  if (l.params_offload != Offload::kNone) {  // ZeRO designs only (Layout::Check)
     const double pcie = hw.shared_compute_units > 0 ? 0.0 : 1 / hw.pcie_bytes_per_s;
     const double nvme = l.params_offload == Offload::kNvme ? 1 / hw.nvme_bytes_per_s : 0.0;
     c.gather_staging_s_per_byte = pcie + nvme;
