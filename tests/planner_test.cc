@@ -87,9 +87,69 @@ TEST(ModelShape, ParameterCountsMatchKnownModels) {
 }
 TEST(CostModel, MatmulAndEfficiencyByHand) {
   Hardware h = Toy();
-  EXPECT_DOUBLE_EQ(MatmulSeconds(h, 100, 200, 300), 2.0 * 100 * 200 * 300 / (100e12 * 0.5));
+  for (const GemmPass p : {GemmPass::kForward, GemmPass::kInputGrad, GemmPass::kWeightGrad}) {
+    EXPECT_DOUBLE_EQ(LinearGemmSeconds(h, p, 100, 200, 300), 2.0 * 100 * 200 * 300 / (100e12 * 0.5));
+  }
   h.matmul_half_dim = 64;
   EXPECT_DOUBLE_EQ(MatmulEfficiency(h, 64, 64, 64), 0.5 * 0.125);
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, GemmPass::kWeightGrad, 64, 64, 64), 0.5 * 0.125);
+}
+// A measured table (tokens {100, 400} x in {1000, 4000} x out {1000, 4000}, out fastest) replaces
+// the formula: exact at its points, trilinear in log size of 1/efficiency between them, the edge's
+// value beyond them, and one table per pass.
+std::string WithTable(const std::string& forward, const std::string& input_grad, const std::string& weight_grad) {
+  std::string text = fixtures::kHw;
+  const std::string table = ", \"table\": {\"tokens\": [100, 400], \"dims\": [1000, 4000], \"forward\": [" + forward +
+                            "], \"input_grad\": [" + input_grad + "], \"weight_grad\": [" + weight_grad + "]}";
+  text.insert(text.find("\"half_dim\": 0") + std::string("\"half_dim\": 0").size(), table);
+  return text;
+}
+TEST(CostModel, MeasuredMatmulTableInterpolatesByHand) {
+  const std::string fwd = "0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1", flat = "0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5";
+  const Hardware h = ParseHardware(WithTable(fwd, flat, "0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.3"), "table.json");
+  ASSERT_EQ(h.matmul_table.efficiency[0].size(), 8u);
+  const GemmPass f = GemmPass::kForward;
+  // Grid points: index (tokens * 2 + in) * 2 + out.
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, f, 100, 1000, 1000), 0.4);
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, f, 400, 1000, 4000), 0.9);
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, f, 100, 4000, 1000), 0.6);
+  // 200 tokens is halfway in log size: the mean of 1/0.4 and 1/0.8.
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, f, 200, 1000, 1000), 1 / (0.5 / 0.4 + 0.5 / 0.8));
+  // Halfway on all three axes: the mean of all eight.
+  double inv = 0;
+  for (const double e : {0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1}) inv += 1 / e / 8;
+  EXPECT_NEAR(LinearEfficiency(h, f, 200, 2000, 2000), 1 / inv, 1e-12);
+  // Beyond the grid: the nearest edge.
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, f, 10, 100, 1e5), 0.5);
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, f, 1e6, 1e6, 1e6), 1.1);
+  // Each pass reads its own table; seconds follow.
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, GemmPass::kInputGrad, 400, 4000, 4000), 0.5);
+  EXPECT_DOUBLE_EQ(LinearEfficiency(h, GemmPass::kWeightGrad, 400, 4000, 4000), 0.3);
+  EXPECT_DOUBLE_EQ(LinearGemmSeconds(h, GemmPass::kWeightGrad, 400, 4000, 4000), 2.0 * 400 * 4000 * 4000 / (100e12 * 0.3));
+  // A flat table at the formula's own efficiency (0.5, half_dim 0) costs a layer exactly as the formula.
+  const Hardware same = ParseHardware(WithTable(flat, flat, flat), "flat.json");
+  const ModelShape m = Small();
+  ComputeOptions o;
+  o.micro_batch = 2;
+  EXPECT_DOUBLE_EQ(LayerCost(m, same, o).matmul_s, LayerCost(m, Toy(), o).matmul_s);
+  EXPECT_DOUBLE_EQ(HeadCost(m, same, o).backward_weight_s, HeadCost(m, Toy(), o).backward_weight_s);
+  // Refusals name the field, the value and what was expected.
+  auto refusal = [](const std::string& text) {
+    try {
+      ParseHardware(text, "t.json");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal(WithTable(fwd, flat, "0.2, 0.2")),
+            "t.json: field 'matmul.table.weight_grad': got a list of 2, expected a list of 8 numbers in [0.0001, 10]");
+  EXPECT_EQ(refusal(WithTable(fwd, "0.5, 0.5, 0.5, 0, 0.5, 0.5, 0.5, 0.5", flat)),
+            "t.json: field 'matmul.table.input_grad[3]': got 0, expected a number in [0.0001, 10]");
+  std::string unsorted = WithTable(fwd, flat, flat);
+  unsorted.replace(unsorted.find("[1000, 4000]"), 12, "[4000, 1000]");
+  EXPECT_EQ(refusal(unsorted), "t.json: field 'matmul.table.dims': got a list not strictly increasing at entry 1, "
+                               "expected strictly increasing sizes");
 }
 TEST(CostModel, CollectivesByAlgorithmAndLinkClass) {
   Hardware h = Toy();

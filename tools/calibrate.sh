@@ -3,6 +3,10 @@
 # planner (default scheduler/planner/hardware/cpu-local.json), printing each measurement:
 #   - one thread's fp32 matmul throughput: a large square (the peak) and the GPT's GEMM shapes
 #     (their ratio to the peak gives the efficiency curve's half_dim, fitted by least squares);
+#     then a linear layer's three GEMMs (forward, input and weight gradient, as the engine runs
+#     them) on a grid of tokens x in x out (benchmarks/linear_grid), over that peak: matmul.table,
+#     which the cost model interpolates in place of the curve (this CPU runs a 128-token GEMM
+#     against a 2048 x 8192 weight well below its 256-wide rate, which no saturating curve can say);
 #   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
 #   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
 #     latency from the 1 KiB time);
@@ -33,11 +37,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
-TARGETS=(//benchmarks:matmul_bench //benchmarks:collectives_bench //benchmarks:io_bench //tools:launcher //tools:train
+TARGETS=(//benchmarks:matmul_bench //benchmarks:linear_grid //benchmarks:collectives_bench //benchmarks:io_bench //tools:launcher //tools:train
          //tools:plan)
 bazel build "${TARGETS[@]}" >/dev/null 2>&1 || bazel build "${TARGETS[@]}"
 mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --vocab 256)"
 echo "$mm" | sed 's/^/calibrate: /'
+GRID_TOKENS=32,64,128,256,512,1024
+GRID_DIMS=128,256,512,1024,2048,4096,8192
+grid="$(bazel-bin/benchmarks/linear_grid --threads 1 --tokens $GRID_TOKENS --dims $GRID_DIMS)"
+echo "calibrate: linear GEMM grid, tokens {$GRID_TOKENS} x in, out {$GRID_DIMS}: $(grep -c GRID <<<"$grid") measured"
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
 # The two-node links under load: one busy thread per rank while the 4 ranks run the sweep, 5 times
@@ -74,9 +82,13 @@ echo "$io" | grep . | sed 's/^/calibrate: offload disk: /'
 python3 - "$OUT" "$base" <<PY
 import json, os, re, sys, time
 sys.path.insert(0, "tools")
+import hardware_json
 import relative_fit
 out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
+grid = """$grid"""
+grid_tokens = [int(x) for x in "$GRID_TOKENS".split(",")]
+grid_dims = [int(x) for x in "$GRID_DIMS".split(",")]
 coll = """$coll"""
 veth = """$veth"""
 shaped = """$shaped"""
@@ -105,6 +117,17 @@ shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
 def err(h):
     return sum((m / (m + h) * k / (k + h) * n / (n + h) - g / peak) ** 2 for m, k, n, g in shapes)
 half = min((err(h), h) for h in [x * 0.5 for x in range(0, 2001)])[1]
+# The table: each pass's GFLOP/s over the peak, tokens slowest, then in, then out.
+rate = {(p, int(t), int(i), int(o)): float(g) for p, t, i, o, g in
+        re.findall(r"pass=(\w+) tokens=(\d+) in=(\d+) out=(\d+) gflops=([0-9.]+)", grid)}
+table = {"tokens": grid_tokens, "dims": grid_dims}
+for p in ("forward", "input_grad", "weight_grad"):
+    keys = [(p, t, i, o) for t in grid_tokens for i in grid_dims for o in grid_dims]
+    missing = [k for k in keys if k not in rate]
+    if missing:
+        sys.exit("calibrate: linear_grid printed no rate for %s tokens=%d in=%d out=%d" % missing[0])
+    table[p] = [round(rate[k] / peak, 4) for k in keys]
+effs = sorted(e for p in ("forward", "input_grad", "weight_grad") for e in table[p])
 # memcpy bandwidth: bytes read + written per second, best of 5.
 a = bytearray(1 << 30); b = bytearray(1 << 30)
 best = 0.0
@@ -117,18 +140,21 @@ lat = min(float(r[1]) for r in rows if int(r[0]) <= 4096) * 1e-6
 hw = {
   "name": "cpu-local",
   "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
-            "to %d GEMM shapes; memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
+            "to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's forward, "
+            "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
+            "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
             "%.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two nodes of 2 ranks (tools/two_nodes.sh, "
             "one busy thread per rank), ring all-gather fitted: tc tbf 1gbit (inter_node) %.3f GB/s bus, %.0f us per hop; "
             "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; offload disk (io_bench, io_uring, 1 GiB) write %.3f, "
             "read %.3f GB/s, nvme_gbps their harmonic mean"
-            % (time.strftime("%Y-%m-%d"), peak, len(shapes), best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
+            % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
+               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
                veth_gbps, veth_us, disk_w, disk_r),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
   "peak_tflops": {"bf16": peak / 1e3, "fp32": peak / 1e3},
-  "matmul": {"max_efficiency": 1.0, "half_dim": half},
+  "matmul": {"max_efficiency": 1.0, "half_dim": half, "table": table},
   "attention_efficiency": 0.5,
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
@@ -139,9 +165,7 @@ hw = {
   "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": nvme_gbps,
            "capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)},
 }
-with open(out, "w") as f:
-    json.dump(hw, f, indent=2)
-    f.write("\n")
+hardware_json.write(out, hw)
 print("calibrate: wrote", out)
 print(hw["source"])
 PY
@@ -186,6 +210,7 @@ idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0/run0.txt" | grep -oP '(?<=peak_
 python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$DEPTH" "$fit_rows" "$over" <<'PY'
 import json, re, sys
 sys.path.insert(0, "tools")
+import hardware_json
 import relative_fit
 out, measured, idle, params, m, depth, fit_rows, over = sys.argv[1:]
 measured, params, m, depth = float(measured), float(params), int(m), int(depth)
@@ -222,9 +247,7 @@ hw["source"] += ("; from %d concurrent 1-rank runs at each of %d micro-batch sha
                  "(oversubscribed_compute_factor)"
                  % (len(fit_rows.splitlines()[0].split("|")[1].split(";")), len(shapes), factor, fixed * 1e6, fit,
                     measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
-with open(out, "w") as f:
-    json.dump(hw, f, indent=2)
-    f.write("\n")
+hardware_json.write(out, hw)
 print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer %.1f Mparam/s, gradient bookkeeping "
       "%.3f ns/param/reduction (first shape, step %.4f s)" % (factor, fixed * 1e6, fit, hw["optimizer_mparams_per_s"],
                                                                 hw["grad_handling_ns_per_param"], step))

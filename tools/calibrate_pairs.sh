@@ -92,6 +92,7 @@ gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather
 python3 - "$OUT" "$tp_rows" "$gather_rows" <<'PY'
 import json, sys
 sys.path.insert(0, "tools")
+import hardware_json
 import relative_fit
 out = sys.argv[1]
 hw = json.load(open(out))
@@ -111,9 +112,7 @@ for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 job
     hw[key] = {"bandwidth_gbps": gbps, "latency_us": us, "efficiency": 1.0}
     notes.append("%s from %s fitted (tools/calibrate_pairs.sh): %.3f GB/s bus, %.0f us per hop (%s)" % (key, what, gbps, us, fit))
 hw["source"] = "; ".join(([src] if src else []) + notes)
-with open(out, "w") as f:
-    json.dump(hw, f, indent=2)
-    f.write("\n")
+hardware_json.write(out, hw)
 for n in notes:
     print("calibrate: " + n)
 PY

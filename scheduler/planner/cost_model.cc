@@ -9,6 +9,15 @@ namespace {
 
 double Sat(double d, double half) { return d / (d + half); }
 
+// Where x falls on a strictly increasing axis, in log size: the lower grid index and the upper
+// point's weight, clamped to the axis's ends.
+std::pair<size_t, double> AxisPosition(const std::vector<double>& axis, double x) {
+  if (axis.size() == 1 || x <= axis.front()) return {0, 0.0};
+  if (x >= axis.back()) return {axis.size() - 2, 1.0};
+  const size_t i = static_cast<size_t>(std::upper_bound(axis.begin(), axis.end(), x) - axis.begin()) - 1;
+  return {i, std::log(x / axis[i]) / std::log(axis[i + 1] / axis[i])};
+}
+
 }  // namespace
 
 double MatmulEfficiency(const Hardware& hw, double m, double n, double k) {
@@ -16,9 +25,30 @@ double MatmulEfficiency(const Hardware& hw, double m, double n, double k) {
   return hw.matmul_max_efficiency * Sat(m, h) * Sat(n, h) * Sat(k, h);
 }
 
-double MatmulSeconds(const Hardware& hw, double m, double n, double k) {
-  if (m <= 0 || n <= 0 || k <= 0) return 0;
-  return 2 * m * n * k / (hw.ComputeFlops() * MatmulEfficiency(hw, m, n, k));
+double LinearEfficiency(const Hardware& hw, GemmPass pass, double tokens, double in, double out) {
+  const MatmulTable& t = hw.matmul_table;
+  if (t.empty()) return MatmulEfficiency(hw, tokens, in, out);
+  const auto [ti, tw] = AxisPosition(t.tokens, tokens);
+  const auto [ii, iw] = AxisPosition(t.dims, in);
+  const auto [oi, ow] = AxisPosition(t.dims, out);
+  const std::vector<double>& e = t.efficiency[static_cast<int>(pass)];
+  const size_t nd = t.dims.size();
+  double seconds_per_flop = 0;  // in units of 1 / peak
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) {
+      for (int c = 0; c < 2; ++c) {
+        const double w = (a ? tw : 1 - tw) * (b ? iw : 1 - iw) * (c ? ow : 1 - ow);
+        if (w == 0) continue;  // also keeps a one-point axis in range
+        seconds_per_flop += w / e[((ti + a) * nd + ii + b) * nd + oi + c];
+      }
+    }
+  }
+  return 1 / seconds_per_flop;
+}
+
+double LinearGemmSeconds(const Hardware& hw, GemmPass pass, double tokens, double in, double out) {
+  if (tokens <= 0 || in <= 0 || out <= 0) return 0;
+  return 2 * tokens * in * out / (hw.ComputeFlops() * LinearEfficiency(hw, pass, tokens, in, out));
 }
 
 double BusBytesPerSecond(const Hardware& hw, int ranks, int ranks_per_node) {
@@ -49,7 +79,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   const double kv = static_cast<double>(m.kv_heads) * m.head_dim();
   const double vb = hw.value_bytes;
   ActionCost c;
-  // (N, K) of each forward GEMM on one tensor-parallel rank; M = tokens.
+  // (out, in) of each linear layer on one tensor-parallel rank.
   const double gemms[][2] = {
       {(h + 2 * kv) / t, h},                      // QKV (column parallel)
       {h, h / t},                                 // attention output (row parallel)
@@ -58,11 +88,11 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   };
   double column_di[2] = {0, 0};  // input-gradient GEMMs of the column-parallel QKV and MLP up
   for (int i = 0; i < 4; ++i) {
-    const double n = gemms[i][0], k = gemms[i][1];
-    const double f = MatmulSeconds(hw, tokens, n, k);
-    const double di = MatmulSeconds(hw, tokens, k, n);  // dX = dY W^T
+    const double out = gemms[i][0], in = gemms[i][1];
+    const double f = LinearGemmSeconds(hw, GemmPass::kForward, tokens, in, out);
+    const double di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, in, out);  // dX = dY W
     if (i % 2 == 0) column_di[i / 2] = di;
-    const double dw = MatmulSeconds(hw, k, n, tokens);  // dW = X^T dY
+    const double dw = LinearGemmSeconds(hw, GemmPass::kWeightGrad, tokens, in, out);  // dW = dY^T X
     c.forward_s += f;
     c.backward_input_s += di;
     c.backward_weight_s += dw;
@@ -137,8 +167,9 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   const double t = o.tp, tokens = static_cast<double>(o.micro_batch) * m.seq;
   ActionCost c;
   const double n = m.vocab / t, k = m.hidden;
-  const double f = MatmulSeconds(hw, tokens, n, k), di = MatmulSeconds(hw, tokens, k, n),
-               dw = MatmulSeconds(hw, k, n, tokens);
+  const double f = LinearGemmSeconds(hw, GemmPass::kForward, tokens, k, n),
+               di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, k, n),
+               dw = LinearGemmSeconds(hw, GemmPass::kWeightGrad, tokens, k, n);
   // Cross-entropy over the (vocab-parallel) logits: fp32 softmax, read logits, write gradient.
   const double ew = tokens * n * (hw.value_bytes + 4 + 4) / (hw.memory_bytes_per_s * hw.memory_efficiency);
   double comm_f = 0, comm_b = 0;

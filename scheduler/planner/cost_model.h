@@ -1,8 +1,10 @@
 // cost_model.h: seconds of every action of a training step, from the model's shapes and the
 // hardware description. Pure functions; no state.
 //
-// Compute: each GEMM costs 2*M*N*K / (peak * MatmulEfficiency(M, N, K)); its backward is two
-// GEMMs with their own shapes (input gradient = Bi, weight gradient = W). The attention core
+// Compute: each GEMM costs 2*M*N*K / (peak * efficiency); its backward is two GEMMs with their
+// own shapes (input gradient = Bi, weight gradient = W). The efficiency of a linear layer's pass is
+// the description's measured table where it has one (LinearEfficiency), else the shape formula
+// (MatmulEfficiency). The attention core
 // runs at attention_efficiency (flash: masked blocks skipped, backward 2.5x forward; dense: the
 // whole s x s product, backward 2x). Element-wise work (norms, residuals, activations, dropout,
 // softmax) costs the bytes it moves over memory bandwidth; the constants below count passes.
@@ -40,8 +42,13 @@ inline constexpr double kElementwisePassesScores = 4;    // per b*heads*s*s valu
 // over the TP group at the step's end, one tensor at a time, as benchmarks/baseline_3d does.
 inline constexpr int kReplicatedTensorsPerLayer = 6;
 
+// The formula: max_efficiency * prod over d of d/(d+half_dim).
 double MatmulEfficiency(const Hardware& hw, double m, double n, double k);
-double MatmulSeconds(const Hardware& hw, double m, double n, double k);
+// A linear layer's GEMM in `pass`, x [tokens x in], W [out x in]. From the table: trilinear
+// interpolation in log size of the time per FLOP (1/efficiency) of the 8 grid points around the
+// shape, clamped to the grid's edges (beyond them the nearest edge's value: GEMMs saturate).
+double LinearEfficiency(const Hardware& hw, GemmPass pass, double tokens, double in, double out);
+double LinearGemmSeconds(const Hardware& hw, GemmPass pass, double tokens, double in, double out);
 
 enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
 // bytes: the whole (gathered / unreduced) buffer. ranks_per_node: how many of the group's ranks

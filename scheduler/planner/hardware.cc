@@ -39,6 +39,26 @@ class Reader {
     throw std::invalid_argument(origin_ + ": field '" + path + "': got " + got + ", expected " + expected);
   }
 
+  // A list of numbers, each in [lo, hi], of exactly `size` entries (0: any nonzero size).
+  std::vector<double> Numbers(const std::string& path, double lo, double hi, size_t size) const {
+    const json* v = Find(path);
+    const std::string want = (size ? std::to_string(size) : std::string("one or more")) + " numbers in [" + Fmt(lo) +
+                             ", " + Fmt(hi) + "]";
+    if (v == nullptr) Fail(path, "missing", "a list of " + want);
+    if (!v->is_array() || v->empty() || (size && v->size() != size)) {
+      Fail(path, v->is_array() ? "a list of " + std::to_string(v->size()) : v->dump(), "a list of " + want);
+    }
+    std::vector<double> out;
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& x = (*v)[i];
+      if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < lo || x.get<double>() > hi) {
+        Fail(path + "[" + std::to_string(i) + "]", x.dump(), "a number in [" + Fmt(lo) + ", " + Fmt(hi) + "]");
+      }
+      out.push_back(x.get<double>());
+    }
+    return out;
+  }
+
  private:
   static std::string Fmt(double x) {
     std::ostringstream o;
@@ -57,6 +77,7 @@ class Reader {
   }
   const json& root_;
   std::string origin_;
+
 };
 
 LinkSpec ReadLink(const Reader& r, const std::string& key) {
@@ -65,6 +86,24 @@ LinkSpec ReadLink(const Reader& r, const std::string& key) {
   l.latency_s = r.Number(key + ".latency_us", 0, 1e6) * 1e-6;
   l.efficiency = r.Number(key + ".efficiency", 1e-3, 1);
   return l;
+}
+
+MatmulTable ReadMatmulTable(const Reader& r) {
+  MatmulTable t;
+  t.tokens = r.Numbers("matmul.table.tokens", 1, 1e9, 0);
+  t.dims = r.Numbers("matmul.table.dims", 1, 1e9, 0);
+  for (const auto* axis : {&t.tokens, &t.dims}) {
+    for (size_t i = 1; i < axis->size(); ++i) {
+      if ((*axis)[i] <= (*axis)[i - 1]) {
+        r.Fail(std::string("matmul.table.") + (axis == &t.tokens ? "tokens" : "dims"),
+               "a list not strictly increasing at entry " + std::to_string(i), "strictly increasing sizes");
+      }
+    }
+  }
+  const size_t n = t.tokens.size() * t.dims.size() * t.dims.size();
+  const char* names[] = {"forward", "input_grad", "weight_grad"};
+  for (int p = 0; p < 3; ++p) t.efficiency[p] = r.Numbers(std::string("matmul.table.") + names[p], 1e-4, 10, n);
+  return t;
 }
 
 }  // namespace
@@ -89,6 +128,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.value_bytes = dtype == "bf16" ? 2 : 4;
   h.matmul_max_efficiency = r.Number("matmul.max_efficiency", 1e-3, 1);
   h.matmul_half_dim = r.Number("matmul.half_dim", 0, 1e6);
+  if (r.Has("matmul.table")) h.matmul_table = ReadMatmulTable(r);
   h.attention_efficiency = r.Number("attention_efficiency", 1e-3, 1);
   h.compute_overhead = r.Has("compute_overhead") ? r.Number("compute_overhead", 0.1, 100) : 1.0;
   if (r.Has("layer_overhead_us")) h.layer_overhead_s = r.Number("layer_overhead_us", 0, 1e6) * 1e-6;

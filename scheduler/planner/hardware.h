@@ -7,8 +7,14 @@
 //   shared_compute_units         0 on GPUs; on a CPU box, the cores every local rank shares
 //   peak_tflops {bf16, fp32}     dense peak of one device
 //   compute_dtype                "bf16" (default: bf16 compute, fp32 master) or "fp32" (CPU)
-//   matmul {max_efficiency, half_dim}   achieved/peak of an (M,N,K) GEMM:
-//                                max_efficiency * prod over d in {M,N,K} of d/(d+half_dim)
+//   matmul {max_efficiency, half_dim[, table]}   achieved/peak of an (M,N,K) GEMM:
+//                                max_efficiency * prod over d in {M,N,K} of d/(d+half_dim);
+//                                table (optional, measured on a CPU box by ./zpp calibrate with
+//                                benchmarks/linear_grid): {tokens: [..], dims: [..], forward: [..],
+//                                input_grad: [..], weight_grad: [..]}, a linear layer's three GEMMs'
+//                                achieved/peak on the grid tokens x in x out (in and out both from
+//                                dims; each list flat, tokens slowest, out fastest); where present it
+//                                replaces the formula (see MatmulTable)
 //   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
 //   compute_overhead             optional, default 1: factor on every compute time. Measured on a
 //                                CPU box by ./zpp calibrate (1-rank runs' forward + backward times
@@ -59,6 +65,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace zeropp {
 namespace planner {
@@ -68,6 +75,14 @@ struct LinkSpec {
   double latency_s = 0;    // per message hop
   double efficiency = 1;   // achieved fraction of bytes_per_s for large messages
   double Effective() const { return bytes_per_s * efficiency; }
+};
+
+// A linear layer's GEMMs (x [tokens x in], W [out x in]) measured on a grid: achieved/peak per pass.
+enum class GemmPass { kForward, kInputGrad, kWeightGrad };
+struct MatmulTable {
+  std::vector<double> tokens, dims;      // grid axes, strictly increasing
+  std::vector<double> efficiency[3];     // per GemmPass: tokens.size() x dims.size() x dims.size()
+  bool empty() const { return tokens.empty(); }
 };
 
 struct Hardware {
@@ -81,6 +96,7 @@ struct Hardware {
   double ComputeFlops() const { return value_bytes == 2 ? bf16_flops : fp32_flops; }
   double matmul_max_efficiency = 0.8;
   double matmul_half_dim = 128;
+  MatmulTable matmul_table;  // empty: the formula
   double attention_efficiency = 0.5;
   double compute_overhead = 1;
   double layer_overhead_s = 0;
