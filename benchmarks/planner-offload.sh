@@ -59,15 +59,25 @@ print("# predicted/measured: forward/backward %.3f, the step's end %.3f"
       % ((compute_p + idle_p) / (step_m - end_m), tail_p / end_m))
 print("# nvme state: engine %.1f MB, planner %.1f MB" % (nvme, float(p["nvme_mb"])))
 print("# the description's disk: nvme_gbps %.3f" % hw["host"]["nvme_gbps"])
-# Diagnostic: the GEMM rate the description gives this model's shapes (M = 128 tokens; N, K of
-# 2048-8192) beside the run's own probe at those shapes (its MATMUL line), which the prediction
-# does not use.
-sat = lambda d: d / (d + hw["matmul"]["half_dim"])
-rates = [hw["peak_tflops"]["fp32"] * 1e3 * hw["matmul"]["max_efficiency"] * sat(128) * sat(n) * sat(k)
-         / hw.get("compute_overhead", 1.0) for n, k in ((6144, 2048), (2048, 2048), (8192, 2048), (2048, 8192))]
+# Diagnostic: the GEMM rates the description gives this model's shapes (128 tokens; in and out of
+# 2048-8192: the measured table's grid points there, before compute_overhead), beside the run's own
+# probe (its MATMUL line: at::mm at those shapes, not the engine's linear calls), which the
+# prediction does not use.
+peak = hw["peak_tflops"]["fp32"] * 1e3
+table = hw["matmul"].get("table")
+if table and 128 in table["tokens"]:
+    nd, t = len(table["dims"]), table["tokens"].index(128)
+    near = [i for i, d in enumerate(table["dims"]) if 2048 <= d <= 8192]
+    parts = []
+    for name in ("forward", "input_grad", "weight_grad"):
+        r = [peak * table[name][(t * nd + i) * nd + o] for i in near for o in near]
+        parts.append("%s %.0f-%.0f" % (name, min(r), max(r)))
+    desc = "the description's table " + ", ".join(parts) + " GFLOP/s"
+else:
+    desc = "the description has no table at 128 tokens"
 probe = re.findall(r"model_gemm_gflops=([0-9.]+)", run)
-print("# GEMMs at this model's shapes: the description %.0f-%.0f GFLOP/s (with compute_overhead), the run's probe %s"
-      % (min(rates), max(rates), probe[0] + " GFLOP/s" if probe else "not printed"))
+print("# GEMMs at this model's shapes: %s (compute_overhead %.3f on top); the run's probe %s"
+      % (desc, hw.get("compute_overhead", 1.0), probe[0] + " GFLOP/s" if probe else "not printed"))
 print("# step time predicted/measured %.3f" % (step_p / step_m))
 err = abs(step_p / step_m - 1)
 print("RESULT planner-offload step_time_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.10 %s"
