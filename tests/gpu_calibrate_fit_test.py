@@ -1,6 +1,6 @@
 """The GPU calibration's matmul fit (tools/gpu_bundle/gpu_calibrate.py) recovers the cost model's
 curve, max_efficiency x prod(d / (d + half_dim)), from points made on it, and reports how far the
-worst point lies off the curve it fitted."""
+worst point lies off the curve it fitted; its measured table comes out in the planner's order."""
 import os
 import sys
 
@@ -30,6 +30,22 @@ def main():
     # An efficiency above the peak is capped at 1.
     pts = [(m, n, k, 1.3) for m, n, k in shapes]
     assert gpu_calibrate.fit_matmul(pts)[0] == 1.0
+    # The measured table comes out in the order the planner reads it (tokens slowest, out fastest),
+    # each entry a GEMM's FLOPs over its seconds over the peak (4 significant digits), per pass.
+    peak = 100e12
+    eff = {"forward": lambda t, i, o: t / 1000 + i / 1e6 + o / 1e9, "input_grad": lambda t, i, o: 0.5,
+           "weight_grad": lambda t, i, o: 0.25 + o / 1e6}
+    seconds = lambda p, t, i, o: 2.0 * t * i * o / (peak * eff[p](t, i, o))
+    tokens, dims = [128, 512], [64, 256, 1024]
+    table = gpu_calibrate.build_table(tokens, dims, seconds, peak)
+    assert table["tokens"] == tokens and table["dims"] == dims
+    for p in gpu_calibrate.PASSES:
+        assert len(table[p]) == 2 * 3 * 3, (p, len(table[p]))
+        for ti, t in enumerate(tokens):
+            for ii, i in enumerate(dims):
+                for oi, o in enumerate(dims):
+                    got = table[p][(ti * len(dims) + ii) * len(dims) + oi]
+                    assert abs(got / eff[p](t, i, o) - 1) < 1e-3, (p, t, i, o, got)
     print("gpu_calibrate_fit_test: ok")
 
 

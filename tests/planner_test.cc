@@ -143,9 +143,9 @@ TEST(CostModel, MeasuredMatmulTableInterpolatesByHand) {
     return std::string("accepted");
   };
   EXPECT_EQ(refusal(WithTable(fwd, flat, "0.2, 0.2")),
-            "t.json: field 'matmul.table.weight_grad': got a list of 2, expected a list of 8 numbers in [0.0001, 10]");
+            "t.json: field 'matmul.table.weight_grad': got a list of 2, expected a list of 8 numbers in [1e-06, 10]");
   EXPECT_EQ(refusal(WithTable(fwd, "0.5, 0.5, 0.5, 0, 0.5, 0.5, 0.5, 0.5", flat)),
-            "t.json: field 'matmul.table.input_grad[3]': got 0, expected a number in [0.0001, 10]");
+            "t.json: field 'matmul.table.input_grad[3]': got 0, expected a number in [1e-06, 10]");
   std::string unsorted = WithTable(fwd, flat, flat);
   unsorted.replace(unsorted.find("[1000, 4000]"), 12, "[4000, 1000]");
   EXPECT_EQ(refusal(unsorted), "t.json: field 'matmul.table.dims': got a list not strictly increasing at entry 1, "

@@ -102,7 +102,7 @@ MatmulTable ReadMatmulTable(const Reader& r) {
   }
   const size_t n = t.tokens.size() * t.dims.size() * t.dims.size();
   const char* names[] = {"forward", "input_grad", "weight_grad"};
-  for (int p = 0; p < 3; ++p) t.efficiency[p] = r.Numbers(std::string("matmul.table.") + names[p], 1e-4, 10, n);
+  for (int p = 0; p < 3; ++p) t.efficiency[p] = r.Numbers(std::string("matmul.table.") + names[p], 1e-6, 10, n);
   return t;
 }
 

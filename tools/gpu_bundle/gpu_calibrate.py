@@ -9,6 +9,10 @@ Measured, each printed as a GPU_CALIBRATE line:
     throughput over the datasheet peak; fitted as max_efficiency x prod(d / (d + half_dim)) over
     M, N, K (the cost model's curve, scheduler/planner/cost_model.cc), half_dim by grid,
     max_efficiency by least squares, both on relative error;
+  - matmul.table: a linear layer's three GEMMs (forward addmm(b, x, W^T), input gradient dy W,
+    weight gradient dy^T x) on a grid of tokens x in x out, each over the datasheet peak, as ./zpp
+    calibrate measures a CPU box (benchmarks/linear_grid); where present the cost model interpolates
+    it instead of the curve (the curve stays in the file, and its fit is printed as a diagnostic);
   - attention_efficiency: causal scaled_dot_product_attention (PyTorch picks its flash kernel), forward
     and backward at head dim 128, counted as the planner counts it (forward 4*b*s^2*h/2 FLOPs,
     backward 2.5x the forward);
@@ -24,6 +28,8 @@ The rest of the description (links, device capacity, reserve) is the base file's
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 
@@ -68,10 +74,47 @@ def fit_matmul(points):
     return best[1], best[2], best[3]
 
 
+PASSES = ("forward", "input_grad", "weight_grad")
+
+
+def build_table(tokens, dims, seconds, peak):
+    """matmul.table from seconds(pass, tokens, in, out) of one GEMM: each pass's achieved/peak, in the
+    order the planner reads (scheduler/planner/hardware.h): tokens slowest, then in, then out."""
+    table = {"tokens": list(tokens), "dims": list(dims)}
+    for p in PASSES:
+        table[p] = [float("%.4g" % (2.0 * t * i * o / seconds(p, t, i, o) / peak))
+                    for t in tokens for i in dims for o in dims]
+    return table
+
+
+def measure_table(torch, dev, dtype, peak, reps, quick):
+    """The three GEMMs of a linear layer on the grid (see the module's docstring), timed as training
+    runs them (torch.nn.functional.linear's addmm, then autograd's two products)."""
+    tokens = [512, 1024, 2048, 4096, 8192, 16384] if not quick else [32, 128]
+    dims = [512, 1024, 2048, 4096, 8192, 16384, 32768] if not quick else [64, 256]
+    cache = {}
+
+    def seconds(p, t, i, o):
+        if (t, i, o) not in cache:
+            x = torch.randn(t, i, device=dev, dtype=dtype)
+            w = torch.randn(o, i, device=dev, dtype=dtype)
+            b = torch.randn(o, device=dev, dtype=dtype)
+            dy = torch.randn(t, o, device=dev, dtype=dtype)
+            runs = {"forward": lambda: torch.addmm(b, x, w.t()), "input_grad": lambda: dy @ w,
+                    "weight_grad": lambda: dy.t() @ x}
+            cache[(t, i, o)] = {q: timed(fn, dev, reps, inner=3) for q, fn in runs.items()}
+            del x, w, b, dy
+        return cache[(t, i, o)][p]
+
+    table = build_table(tokens, dims, seconds, peak)
+    effs = sorted(e for p in PASSES for e in table[p])
+    print("GPU_CALIBRATE matmul.table: %d GEMMs (tokens %s x in, out %s, 3 passes), %.3f-%.3f of peak, median %.3f"
+          % (len(effs), tokens, dims, effs[0], effs[-1], effs[len(effs) // 2]))
+    return table
+
+
 def measure_host(torch, dev, reps, quick):
     """The host's numbers for the offload model (see the module's docstring), as host.* fields."""
-    import os
-
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)
     out = {"capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)}
@@ -139,6 +182,7 @@ def main():
     max_eff, half, worst = fit_matmul(points)
     print("GPU_CALIBRATE matmul max_efficiency=%.3f half_dim=%.0f (worst shape off the curve by %.1f%%)"
           % (max_eff, half, 100 * worst))
+    table = measure_table(torch, dev, dtype, peak, 3 if not a.quick else 2, a.quick)
 
     attn = []
     heads, hd = (16, 128) if not a.quick else (2, 64)
@@ -174,17 +218,22 @@ def main():
 
     name = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"
     hw["name"] = hw["name"] + "-measured"
-    hw["matmul"] = {"max_efficiency": round(max_eff, 4), "half_dim": half}
+    hw["matmul"] = {"max_efficiency": round(max_eff, 4), "half_dim": half, "table": table}
     hw["attention_efficiency"] = round(min(attention_eff, 1.0), 4)
     hw["memory"]["efficiency"] = round(min(mem_eff, 1.0), 4)
     hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x "
                     "d/(d+%.0f) per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d "
-                    "lengths); copy %.3f of the datasheet bandwidth; host (this machine's): %s."
+                    "lengths); copy %.3f of the datasheet bandwidth; matmul.table: a linear layer's three GEMMs on %d x %d x %d "
+                    "shapes (the cost model uses it in place of the curve); host (this machine's): %s."
                     % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half, len(points), attention_eff, len(attn),
-                       mem_eff, ", ".join("%s %s" % kv for kv in sorted(host.items()))))
-    with open(a.out, "w") as f:
-        json.dump(hw, f, indent=2)
-        f.write("\n")
+                       mem_eff, len(table["tokens"]), len(table["dims"]), len(table["dims"]),
+                       ", ".join("%s %s" % kv for kv in sorted(host.items()))))
+    # hardware_json.py: beside this file in the bundle (pack.sh), in tools/ in the repository.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, os.path.dirname(here)]
+    import hardware_json
+
+    hardware_json.write(a.out, hw)
     print("GPU_CALIBRATE wrote %s" % a.out)
 
 

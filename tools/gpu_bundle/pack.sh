@@ -31,6 +31,7 @@ for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher" "$
 done
 find /usr/share/common-licenses -maxdepth 1 -type f -exec cp {} "$out/data/" \;
 cp "$src/run_tests.sh" "$src/env.sh" "$src/gpu_checks.sh" "$src/gpu_calibrate.py" "$out/"
+cp "$root/tools/hardware_json.py" "$out/"
 chmod -R u+w "$out"
 size_kb=$(du -sk "$out" | cut -f1)
 echo "gpu bundle: $out ($((size_kb / 1024)) MiB, $(ls "$out/tests" | wc -l) test binaries); run: $out/run_tests.sh"
