@@ -10,8 +10,8 @@
 #   with a description of this GPU in the bundle (H100, A100), between 1 and 2: the planner's
 #   efficiencies measured here (gpu_calibrate.py: GEMM shapes and a linear layer's GEMM table,
 #   flash attention, copy bandwidth), and after 2, 3 and 4: the planner's prediction of each step
-#   from the datasheet description and from the measured one, against the measured step (RESULT planner-gpu-*, planner-gpu-offload-*,
-#   planner-gpu-params-offload-*).
+#   from the datasheet description and from the measured one, against the measured step
+#   (RESULT planner-gpu-*, planner-gpu-offload-*, planner-gpu-params-offload-*).
 #   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: check 3 alone
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
