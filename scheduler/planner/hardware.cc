@@ -77,7 +77,6 @@ class Reader {
   }
   const json& root_;
   std::string origin_;
-
 };
 
 LinkSpec ReadLink(const Reader& r, const std::string& key) {
