@@ -125,7 +125,8 @@ TEST(CostModel, MeasuredMatmulTableInterpolatesByHand) {
   // Each pass reads its own table; seconds follow.
   EXPECT_DOUBLE_EQ(LinearEfficiency(h, GemmPass::kInputGrad, 400, 4000, 4000), 0.5);
   EXPECT_DOUBLE_EQ(LinearEfficiency(h, GemmPass::kWeightGrad, 400, 4000, 4000), 0.3);
-  EXPECT_DOUBLE_EQ(LinearGemmSeconds(h, GemmPass::kWeightGrad, 400, 4000, 4000), 2.0 * 400 * 4000 * 4000 / (100e12 * 0.3));
+  EXPECT_DOUBLE_EQ(LinearGemmSeconds(h, GemmPass::kWeightGrad, 400, 4000, 4000),
+                   2.0 * 400 * 4000 * 4000 / (100e12 * 0.3));
   // A flat table at the formula's own efficiency (0.5, half_dim 0) costs a layer exactly as the formula.
   const Hardware same = ParseHardware(WithTable(flat, flat, flat), "flat.json");
   const ModelShape m = Small();

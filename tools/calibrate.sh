@@ -37,8 +37,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
-TARGETS=(//benchmarks:matmul_bench //benchmarks:linear_grid //benchmarks:collectives_bench //benchmarks:io_bench //tools:launcher //tools:train
-         //tools:plan)
+TARGETS=(//benchmarks:matmul_bench //benchmarks:linear_grid //benchmarks:collectives_bench //benchmarks:io_bench
+         //tools:launcher //tools:train //tools:plan)
 bazel build "${TARGETS[@]}" >/dev/null 2>&1 || bazel build "${TARGETS[@]}"
 mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --vocab 256)"
 echo "$mm" | sed 's/^/calibrate: /'
@@ -142,11 +142,11 @@ hw = {
   "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
             "to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's forward, "
             "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
-            "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f GB/s, small-message time "
-            "%.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two nodes of 2 ranks (tools/two_nodes.sh, "
-            "one busy thread per rank), ring all-gather fitted: tc tbf 1gbit (inter_node) %.3f GB/s bus, %.0f us per hop; "
-            "veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; offload disk (io_bench, io_uring, 1 GiB) write %.3f, "
-            "read %.3f GB/s, nvme_gbps their harmonic mean"
+            "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
+            "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two "
+            "nodes of 2 ranks (tools/two_nodes.sh, one busy thread per rank), ring all-gather fitted: tc tbf 1gbit "
+            "(inter_node) %.3f GB/s bus, %.0f us per hop; veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; offload "
+            "disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
                effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
                veth_gbps, veth_us, disk_w, disk_r),

@@ -223,8 +223,8 @@ def main():
     hw["memory"]["efficiency"] = round(min(mem_eff, 1.0), 4)
     hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x "
                     "d/(d+%.0f) per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d "
-                    "lengths); copy %.3f of the datasheet bandwidth; matmul.table: a linear layer's three GEMMs on %d x %d x %d "
-                    "shapes (the cost model uses it in place of the curve); host (this machine's): %s."
+                    "lengths); copy %.3f of the datasheet bandwidth; matmul.table: a linear layer's three GEMMs on "
+                    "%d x %d x %d shapes (the cost model uses it in place of the curve); host (this machine's): %s."
                     % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half, len(points), attention_eff, len(attn),
                        mem_eff, len(table["tokens"]), len(table["dims"]), len(table["dims"]),
                        ", ".join("%s %s" % kv for kv in sorted(host.items()))))
