@@ -13,7 +13,8 @@
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
 #   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
-#     per core at once (the box as busy as a multi-rank run leaves it), at three micro-batch shapes:
+#     per core at once (the box as busy as a multi-rank run leaves it), at three micro-batch shapes,
+#     measured in turn twice:
 #     compute_overhead and layer_overhead_us (their forward + backward times fitted as a factor on
 #     the cost model's + a fixed cost per layer per micro-batch: eager-mode costs shapes cannot
 #     see), the optimizer's rate, and the executor's gradient bookkeeping per parameter per
@@ -188,25 +189,33 @@ trap 'rm -rf "$REF"' EXIT
 reference_runs() {  # N DIR CONTEXT MICRO_BATCH: N concurrent 1-rank runs, their outputs in DIR
   tools/reference_runs.sh "$@"  # width 256, depth $DEPTH, $M micro-batches
 }
+# The shapes are measured in turn, twice (A B C A B C), and each is fitted on both passes' runs: the
+# box's speed moves by several percent within minutes, and one pass put that drift on one shape
+# (the third shape 5-7% off the fit in planner-local r26 and r27).
+for pass in a b; do
+  for k in "${!SHAPES[@]}"; do
+    read -r ctx mb <<<"${SHAPES[$k]}"
+    reference_runs "$UNITS" "$REF/shape$k.$pass" "$ctx" "$mb"
+  done
+done
 fit_rows=""  # per shape: the cost model's forward + backward seconds per step | the runs' PROFILE lines
 for k in "${!SHAPES[@]}"; do
   read -r ctx mb <<<"${SHAPES[$k]}"
-  reference_runs "$UNITS" "$REF/shape$k" "$ctx" "$mb"
   pred="$(bazel-bin/tools/plan --hidden 256 --layers $DEPTH --heads 4 --vocab 256 --seq "$ctx" --no-flash \
     --global-batch $((M * mb)) --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch "$mb")"
-  fit_rows+="$(grep -oP '(?<= compute_s=)[0-9.]+' <<<"$pred")|$(cat "$REF/shape$k"/run*.txt | grep -oP '(?<=PROFILE ).*' |
-    paste -sd ';')"$'\n'
+  fit_rows+="$(grep -oP '(?<= compute_s=)[0-9.]+' <<<"$pred")|$(cat "$REF/shape$k".[ab]/run*.txt |
+    grep -oP '(?<=PROFILE ).*' | paste -sd ';')"$'\n'
 done
 # Twice as many at once: how much slower a core computes while ranks outnumber cores.
 reference_runs $((2 * UNITS)) "$REF/over" 128 4
 over="$(cat "$REF"/over/run*.txt | grep -oP '(?<=PROFILE ).*')"
-run1="$(cat "$REF"/shape0/run*.txt)"
+run1="$(cat "$REF"/shape0.[ab]/run*.txt)"
 tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' |
   awk '{ s += $1 } END { print s / NR }')"
 params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
-idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
-          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0/run0.txt") ))"
+idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0.a/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
+          $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0.a/run0.txt") ))"
 python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$DEPTH" "$fit_rows" "$over" <<'PY'
 import json, re, sys
 sys.path.insert(0, "tools")
@@ -240,7 +249,8 @@ hw["layer_overhead_us"] = round(fixed * 1e6, 1)
 hw["oversubscribed_compute_factor"] = round(oversubscribed, 4)
 hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
 hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
-hw["source"] += ("; from %d concurrent 1-rank runs at each of %d micro-batch shapes, forward + backward fitted as "
+hw["source"] += ("; from %d 1-rank runs at each of %d micro-batch shapes (one per core at once; the shapes in turn, "
+                 "twice), forward + backward fitted as "
                  "compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per micro-batch (%s); "
                  "at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns "
                  "per parameter per reduction; twice as many runs at once: compute %.3f times slower per core "
