@@ -119,7 +119,7 @@ void SwapManager::WaitForWriteBack(int id) {
 
 void SwapManager::Prefetch(int id) {
   Entry& e = entries_[id];
-  if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
+  if (!e.NeedsRead()) return;
   Reap(/*block=*/false);
   if (pool_->in_use() + 2 * HostPool::Rounded(e.padded) > pool_->budget()) return;
   StartRead(id);
@@ -127,7 +127,7 @@ void SwapManager::Prefetch(int id) {
 
 void SwapManager::StartRead(int id) {
   Entry& e = entries_[id];
-  if (e.tier == Tier::kCpu || e.buffer.data() != nullptr || e.pending.valid()) return;
+  if (!e.NeedsRead()) return;
   WaitForWriteBack(id);
   e.buffer = Buffer(e.padded);
   e.pending = io_->Read(file_->fd(), e.buffer.data(), e.padded, e.offset, file_->path() + " (" + e.name + ")");
@@ -137,7 +137,7 @@ void SwapManager::StartRead(int id) {
 at::Tensor SwapManager::Acquire(int id, bool read) {
   Entry& e = entries_[id];
   if (e.acquired) throw std::logic_error("SwapManager: " + e.name + " acquired twice");
-  if (!read && e.tier == Tier::kNvme && e.buffer.data() == nullptr && !e.pending.valid()) {
+  if (!read && e.NeedsRead()) {
     WaitForWriteBack(id);
     e.buffer = Buffer(e.padded);
     e.acquired = true;

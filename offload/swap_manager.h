@@ -73,6 +73,8 @@ class SwapManager {
     HostBuffer buffer;          // resident copy (kCpu always; kNvme between Prefetch and write-back)
     std::future<void> pending;  // read in flight
     bool acquired = false;
+    // An nvme tensor neither in memory nor on its way there.
+    bool NeedsRead() const { return tier != Tier::kCpu && buffer.data() == nullptr && !pending.valid(); }
   };
   struct WriteBack {
     std::future<void> done;

@@ -21,7 +21,9 @@ TEST(SwapManagerTest, PrefetchIsSkippedWithoutRoomAndAcquireStillReads) {
   auto io = IoEngine::Create(io_options);
   SwapManager swap(io.get(), &pool, zeropp::testing::TestDir("swap_manager_test"));
   int ids[3];
-  for (int i = 0; i < 3; ++i) ids[i] = swap.Register("t" + std::to_string(i), at::full({kNumel}, 1.0f + i), Tier::kNvme);
+  for (int i = 0; i < 3; ++i) {
+    ids[i] = swap.Register("t" + std::to_string(i), at::full({kNumel}, 1.0f + i), Tier::kNvme);
+  }
   swap.Flush();
   const int64_t read0 = swap.stats().bytes_read;
   swap.Prefetch(ids[0]);  // nothing in use: room for it and one more

@@ -531,7 +531,8 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.gather_wait_us = gather_wait_us_ - marks.gather_wait_us;
   r.reduce_wait_us = reduce_wait_us_ - marks.reduce_wait_us;
   r.gather_busy_us = r.zero_comm[OpKind::kAllGather].busy_us;
-  r.finish_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - finish_t0).count();
+  r.finish_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - finish_t0).count();
   r.finish_io_wait_us = (swap_ ? swap_->stats().wait_us : 0) - finish_io0;
   return r;
 }

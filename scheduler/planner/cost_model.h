@@ -103,15 +103,14 @@ double OptimizerSeconds(const Hardware& hw, double params);
 // as zeropp stages them (zeropp/host_staging.h); between them AdamW on the CPU at the node's host
 // memory bandwidth shared by the node's `devices_on_node` offloading devices (the bytes above), or
 // at host.adamw_mparams_per_s for the node's parameters where that is slower. With the parameters
-// offloaded too (`params`: ZeRO-Infinity) the gradient shard is already on the host and the
+// offloaded too (`params_tier`: ZeRO-Infinity) the gradient shard is already on the host and the
 // updated shard stays there: no transfer. NVMe (hw.nvme, per device), streamed unit by unit beside
 // the CPU's update so the longer of the two counts: the moments read and written back (optimizer
 // on nvme; the master stays in host memory, as the engine keeps it), and with the parameters on
 // nvme their master read and written, the gradient shard read twice (the clipping norm's pass and
 // the update) and in bf16 the compute shard written (14 B per parameter in bf16, 16 B in fp32,
-// where the master is the shard). On a CPU box (shared compute
-// units) the host is the device: no transfer, the measured optimizer rate on cpu_share of a core
-// (ComputeOptions::share).
+// where the master is the shard). On a CPU box (shared compute units) the host is the device: no
+// transfer, the measured optimizer rate on cpu_share of a core (ComputeOptions::share).
 // `optimizer` is kCpu or kNvme (offloaded), `params_tier` the parameters' tier (kNone: on the device).
 double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload optimizer, Offload params_tier,
                                  int devices_on_node, double cpu_share);

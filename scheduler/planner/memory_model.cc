@@ -58,6 +58,11 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   const std::vector<ChunkShape> shapes = ChunkShapes(m, l);
   auto shape = [&](int c) { return shapes.at(static_cast<size_t>(c) * s.pp + r); };
   const double layer_act = LayerActivationBytes(m, l, hw.value_bytes);
+  // Whether a tier takes bytes off the device: NVMe always, host memory on a GPU only (on a CPU
+  // box host memory is the device's own).
+  auto leaves_device = [&](Offload tier) {
+    return tier == Offload::kNvme || (tier == Offload::kCpu && hw.shared_compute_units == 0);
+  };
   const double input_bytes = tokens * m.hidden * vb / (l.sequence_parallel ? l.tp : 1);
   MemoryBreakdown b;
   b.rank = r;
@@ -69,16 +74,9 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     b.optimizer = (bf16 ? 12.0 : 8.0) * own / (l.zero1 ? l.dp : 1);
   } else {
     const double shard = stage / l.zero, z1 = l.zero1 ? l.dp : 1;
-    const bool gpu = hw.shared_compute_units == 0;
     // Each part on its tier, or on the device where that tier is the device's own memory.
     auto place = [&](double bytes, Offload tier, double* device) {
-      if (tier == Offload::kNvme) {
-        b.nvme += bytes;
-      } else if (tier == Offload::kCpu && gpu) {
-        b.host += bytes;
-      } else {
-        *device += bytes;
-      }
+      *(!leaves_device(tier) ? device : tier == Offload::kNvme ? &b.nvme : &b.host) += bytes;
     };
     // The fp32 master (bf16 training; fp32 updates the shard itself) lives with the parameters
     // when they are offloaded, else on the host whenever the optimizer is.
@@ -133,9 +131,8 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   auto first_vstage = [&](int c) { return c * s.pp + r == 0; };
   // Offloaded activations (the executor): a recomputed chunk's saved input, but the last virtual
   // stage's (its backward follows at once), lives on the tier from its forward to its backward,
-  // where the device holds it again while that backward runs. On a CPU box only NVMe takes it out.
-  const bool act_tier = l.activations_offload == Offload::kNvme ||
-                        (l.activations_offload == Offload::kCpu && hw.shared_compute_units == 0);
+  // where the device holds it again while that backward runs.
+  const bool act_tier = leaves_device(l.activations_offload);
   auto offloaded = [&](int c) { return act_tier && s.Recompute(r, c) && !is_last_vstage(c); };
   double off_stash = 0, off_peak = 0;
   note(0);

@@ -135,7 +135,9 @@ PlanResult Plan(const PlanRequest& q) {
       const bool zero3 = l.design == Design::kZero3;
       tries.insert(tries.end(), {{kC, kN, kN, false}, {kC, kN, kN, true}, {kV, kN, kN, false}, {kV, kN, kN, true}});
       if (zero3) tries.insert(tries.end(), {{kC, kN, kC, true}, {kV, kN, kV, true}});
-      if (l.zero > 1) tries.insert(tries.end(), {{kC, kC, kN, false}, {kC, kC, kN, true}, {kV, kV, kN, false}, {kV, kV, kN, true}});
+      if (l.zero > 1) {
+        tries.insert(tries.end(), {{kC, kC, kN, false}, {kC, kC, kN, true}, {kV, kV, kN, false}, {kV, kV, kN, true}});
+      }
       if (zero3 && l.zero > 1) tries.insert(tries.end(), {{kC, kC, kC, true}, {kV, kV, kV, true}});
     }
     for (const Try& t : tries) {

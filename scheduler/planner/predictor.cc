@@ -156,7 +156,8 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // the training thread: over PCIe on a GPU, into the host pool on a CPU box. The NVMe write is
   // asynchronous and the read prefetched a chunk ahead, so NVMe adds no time here.
   if (l.activations_offload != Offload::kNone) {
-    const double rate = hw.shared_compute_units > 0 ? hw.memory_bytes_per_s * hw.memory_efficiency : hw.pcie_bytes_per_s;
+    const double rate =
+        hw.shared_compute_units > 0 ? hw.memory_bytes_per_s * hw.memory_efficiency : hw.pcie_bytes_per_s;
     const double copy_s = c.activation_bytes / rate;
     for (size_t i = 0; i + 1 < chunks.size(); ++i) {
       if (chunks[i].layers <= 0) continue;
