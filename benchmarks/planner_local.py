@@ -99,6 +99,10 @@ def main():
     veth = hw.get("veth_unshaped")
     unshaped = (["--inter-gbps", str(veth["bandwidth_gbps"]), "--inter-latency-us", str(veth["latency_us"])] if veth
                 else ["--inter-gbps", str(intra_gbps)])
+    veth_idle = hw.get("veth_unshaped_idle")  # measured idle too (descriptions from 2026-11-24 r29 on)
+    if veth and veth_idle:
+        unshaped += ["--inter-idle-gbps", str(veth_idle["bandwidth_gbps"]),
+                     "--inter-idle-latency-us", str(veth_idle["latency_us"])]
     reserved_mb = hw["memory"]["reserved_gb"] * 1e3
     rows, tp_rows = [], []
     vs = args.vs3d

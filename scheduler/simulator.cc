@@ -67,6 +67,18 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
                                                                                    : 1.0;
   };
   const double shard_out = static_cast<double>(cost.zero - 1) / std::max(1, cost.zero);
+  // CostModel::intra_idle: the comm stream's collectives progress event by event at a rate set by
+  // the box's load, and a gather's landing is known only when it lands (kPending until then).
+  const bool load_dependent = cost.has_intra_idle && cost.shared_cores > 0;
+  constexpr double kPending = std::numeric_limits<double>::infinity();
+  struct Comm {  // a collective on the comm stream (load_dependent)
+    std::string name;
+    double busy_s = 0, idle_s = 0;  // its whole time while the box is oversubscribed, and otherwise
+    double left = 1;                // the fraction still to do
+    double start = 0;               // when it reached the head of the stream
+    int chunk = -1;                 // a gather's chunk; -1: a reduction
+    bool at_once = false;
+  };
   struct R {
     size_t pc = 0;
     double t = 0, comm_t = 0, busy = 0;
@@ -77,6 +89,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     std::map<std::pair<int, int>, Key> act_posted, grad_posted;   // posted receives not yet arrived
     double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0, blocking_gather_s = 0;
     std::deque<Work> queue;
+    std::deque<Comm> comm;  // load_dependent: issued, not yet finished
     bool running = false;
     double start = 0, left = 0;  // the running work: when it starts, its seconds still to do
     double computation_start = 0;  // of a computation split into compute and a blocking wait
@@ -138,12 +151,22 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       w.seconds = cpu;
       x.queue.push_back(w);
     };
-    auto on_comm = [&](double seconds, double* bytes_acc, double bytes) {
+    // A collective of `seconds` (`idle_seconds` on an idle box where load_dependent): returns when
+    // it finishes, or kPending where that is decided as the simulation runs.
+    auto on_comm = [&](double seconds, double idle_seconds, double* bytes_acc, double bytes, int chunk = -1,
+                       bool at_once = false) {
+      *bytes_acc += bytes;
+      steal_cpu(bytes);
+      if (load_dependent && (seconds > 0 || idle_seconds > 0)) {
+        Comm c;
+        c.name = name, c.busy_s = seconds, c.idle_s = idle_seconds, c.chunk = chunk, c.at_once = at_once;
+        c.start = x.t;
+        x.comm.push_back(c);
+        return kPending;
+      }
       double start = std::max(x.t, x.comm_t);
       x.comm_t = start + seconds;
-      *bytes_acc += bytes;
       res.events.push_back({r, name, "comm", start, x.comm_t});
-      steal_cpu(bytes);
       return x.comm_t;
     };
     switch (a.kind) {
@@ -151,13 +174,17 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const bool at_once = WaitedAtOnce(s.ranks[r], x.pc);
         const Link& link = cost.has_intra_blocking && at_once ? cost.intra_blocking : cost.intra;
         const double wire_s = cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) : 0.0;
+        const bool on_intra = &link == &cost.intra;
+        const double idle_wire_s =
+            cost.zero > 1 && on_intra && cost.has_intra_idle ? cost.intra_idle.Time(gather_bytes, collectives(vstage)) : wire_s;
         if (at_once) x.blocking_gather_s += wire_s;
         const double staging_s = chunk_bytes(vstage) / cost.zero * cost.gather_staging_s_per_byte;
         // zero = 1 keeps the chunk in place (nothing to gather) unless it is offloaded: then the
         // shard is staged and copied into its own unsharded buffer.
         const bool moves = cost.zero > 1 || cost.gather_staging_s_per_byte > 0;
-        const double gather_s = moves ? wire_s + chunk_bytes(vstage) / cost.copy_bytes_per_s + staging_s : 0.0;
-        x.gather_ready[a.chunk] = on_comm(gather_s, &x.gather_bytes, gather_bytes);
+        const double rest_s = chunk_bytes(vstage) / cost.copy_bytes_per_s + staging_s;
+        const double gather_s = moves ? wire_s + rest_s : 0.0, idle_gather_s = moves ? idle_wire_s + rest_s : 0.0;
+        x.gather_ready[a.chunk] = on_comm(gather_s, idle_gather_s, &x.gather_bytes, gather_bytes, a.chunk, at_once);
         if (at_once) {
           x.at_once_ready[a.chunk] = x.gather_ready[a.chunk];
         } else {
@@ -177,8 +204,10 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
           // and written by each later one (the accumulation).
           const bool later = !x.reduced.insert(a.chunk).second;
           const double staging = cost.reduce_staging_s_per_byte + (later ? cost.reduce_accumulate_s_per_byte : 0.0);
-          on_comm(cost.intra.Time(gather_bytes, collectives(vstage)) + chunk_bytes(vstage) / cost.zero * staging,
-                  &x.reduce_bytes, gather_bytes);
+          const double rest_s = chunk_bytes(vstage) / cost.zero * staging;
+          const Link& idle = cost.has_intra_idle ? cost.intra_idle : cost.intra;
+          on_comm(cost.intra.Time(gather_bytes, collectives(vstage)) + rest_s,
+                  idle.Time(gather_bytes, collectives(vstage)) + rest_s, &x.reduce_bytes, gather_bytes);
         }
         break;
       case ActionKind::kRelease:
@@ -235,8 +264,14 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
   // been sent yet.
   auto ready = [&](R& x, const Work& w) -> double {
     double at = x.t;
-    if (w.wait_gather && x.gather_ready.count(w.chunk)) at = std::max(at, x.gather_ready[w.chunk]);
-    if (w.after_comm) at = std::max(at, x.comm_t);
+    if (w.wait_gather && x.gather_ready.count(w.chunk)) {
+      if (x.gather_ready[w.chunk] == kPending) return -1;
+      at = std::max(at, x.gather_ready[w.chunk]);
+    }
+    if (w.after_comm) {
+      if (!x.comm.empty()) return -1;
+      at = std::max(at, x.comm_t);
+    }
     if (w.wait_input) {
       auto& posted = w.wait_input == 1 ? x.act_posted : x.grad_posted;
       auto& got = w.wait_input == 1 ? x.act_ready : x.grad_ready;
@@ -284,7 +319,15 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     bool any = false;
     for (int r = 0; r < pp; ++r) {
       const R& x = st[r];
-      if (!x.running) continue;
+      if (!x.comm.empty()) any = true;
+      if (!x.running) {
+        // Blocked on a gather it needs at once that has not landed (load_dependent): holds its cores.
+        if (cost.waits_hold_cores && !x.queue.empty() && x.queue.front().wait_gather) {
+          auto g = x.at_once_ready.find(x.queue.front().chunk);
+          if (g != x.at_once_ready.end() && g->second == kPending) computing += ranks_each;
+        }
+        continue;
+      }
       any = true;
       const Work& w = x.queue.front();
       if (cost.waits_hold_cores && w.wait_gather && x.start > now) {
@@ -302,10 +345,35 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
                             : 1.0;
     auto rate_of = [&](const R& x) { return x.queue.front().shared ? rate : 1.0; };
     auto finish = [&](const R& x) { return x.start > now ? x.start : now + x.left / rate_of(x); };
+    const bool oversubscribed = cost.shared_cores > 0 && computing > cost.shared_cores;
+    auto comm_finish = [&](const R& x) {
+      const Comm& c = x.comm.front();
+      return now + c.left * (oversubscribed ? c.busy_s : c.idle_s);
+    };
     double next = std::numeric_limits<double>::infinity();
     for (int r = 0; r < pp; ++r) {
       if (st[r].running) next = std::min(next, finish(st[r]));
       if (held_until[r] > 0) next = std::min(next, held_until[r]);
+      if (!st[r].comm.empty()) next = std::min(next, comm_finish(st[r]));
+    }
+    // The comm streams: each head collective advances at the box's current rate; one that
+    // finishes lands its gather and hands the stream to the next.
+    for (int r = 0; r < pp; ++r) {
+      R& x = st[r];
+      if (x.comm.empty()) continue;
+      Comm& c = x.comm.front();
+      if (comm_finish(x) > next) {
+        c.left -= (next - now) / (oversubscribed ? c.busy_s : c.idle_s);
+        continue;
+      }
+      res.events.push_back({r, c.name, "comm", c.start, next});
+      if (c.chunk >= 0) {
+        x.gather_ready[c.chunk] = next;
+        if (c.at_once) x.at_once_ready[c.chunk] = next;
+      }
+      x.comm_t = next;
+      x.comm.pop_front();
+      if (!x.comm.empty()) x.comm.front().start = next;
     }
     for (int r = 0; r < pp; ++r) {
       R& x = st[r];

@@ -73,6 +73,13 @@ struct CostModel {
   // (a CPU box whose ranks outnumber its cores); otherwise on `intra`.
   Link intra_blocking;
   bool has_intra_blocking = false;
+  // A CPU box whose links slow down while its ranks outnumber its cores (./zpp calibrate measures
+  // the two-node links loaded and idle): with shared_cores, the comm stream's collectives on
+  // `intra` (gathers not waited on at once, reductions) progress at `intra`'s rate while more
+  // ranks compute than the box has cores and at this one's otherwise, switching as the load
+  // changes. Unset: `intra` throughout, each collective's time fixed when it is issued.
+  Link intra_idle;
+  bool has_intra_idle = false;
   // A gather also writes the whole chunk into its unsharded buffer (with zero=1 the shard is the
   // full buffer and a gather costs nothing, as in FlatParam).
   double copy_bytes_per_s = 1e300;

@@ -136,5 +136,11 @@ if [[ $rc -eq 2 && "$out" == *"prefetch(0): ZeRO-3 takes 0 or more units ahead; 
 else
   fail "--prefetch outside ZeRO-3 (rc=$rc): $out"
 fi
+out="$("$PLAN" --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-idle-gbps 1 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither" ]]; then
+  pass "an idle link needs both its numbers"
+else
+  fail "--inter-idle-gbps alone (rc=$rc): $out"
+fi
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

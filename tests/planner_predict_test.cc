@@ -177,6 +177,24 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   EXPECT_DOUBLE_EQ(gc.intra_blocking.alpha_s, 3 * 2200e-6);
   EXPECT_DOUBLE_EQ(gc.intra.bytes_per_s, zc.intra.bytes_per_s);
   EXPECT_DOUBLE_EQ(BuildCostModel(m, l, fitted, 4).forward_wait_s, c.forward_wait_s);
+  // The inter-node link measured idle too: a ZeRO group across nodes (8 ranks, 4 per node) gets
+  // it as its comm stream's idle link, by hand: 7 hops of the idle latency, the idle node link
+  // over 4 ranks' share; a group inside a node is untouched; GPUs (no shared cores) never.
+  EXPECT_FALSE(zc.has_intra_idle);
+  Hardware idle = box;
+  idle.inter_idle = {20e9, 9e-6, 1};
+  Layout z8 = z;
+  z8.zero = 8;
+  const scheduler::CostModel ic = BuildCostModel(m, z8, idle, 8);
+  EXPECT_TRUE(ic.has_intra_idle);
+  EXPECT_DOUBLE_EQ(ic.intra_idle.alpha_s, 7 * 9e-6);
+  EXPECT_DOUBLE_EQ(ic.intra_idle.bytes_per_s, 20e9);  // under the intra-node 50e9
+  EXPECT_DOUBLE_EQ(ic.intra.bytes_per_s, 40e9);
+  EXPECT_DOUBLE_EQ(ic.intra.alpha_s, 7 * box.inter.latency_s);
+  EXPECT_FALSE(BuildCostModel(m, z, idle, 4).has_intra_idle);
+  Hardware gpu = idle;
+  gpu.shared_compute_units = 0;
+  EXPECT_FALSE(BuildCostModel(m, z8, gpu, 8).has_intra_idle);
 }
 // The executor's gradient bookkeeping (grad_handling_ns_per_param, measured per parameter of a unit
 // per reduction at a whole core) is charged at each reduction in the program: ZeRO-3 reduces every

@@ -65,6 +65,14 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.latency_s, 2200e-6);
   gather.replace(gather.find("0.6"), 3, "-1");
   EXPECT_THROW(ParseHardware(gather, "gather.json"), std::invalid_argument);
+  // The inter-node link measured idle: absent, none; present, read as a link.
+  EXPECT_EQ(h.inter_idle.bytes_per_s, 0);
+  std::string idle = WithField(kHw, LinkField("inter_node_idle", "80", 9));
+  const Hardware i = ParseHardware(idle, "idle.json");
+  EXPECT_DOUBLE_EQ(i.inter_idle.Effective(), 80e9);
+  EXPECT_DOUBLE_EQ(i.inter_idle.latency_s, 9e-6);
+  idle.replace(idle.find("80"), 2, "0");
+  EXPECT_THROW(ParseHardware(idle, "idle.json"), std::invalid_argument);
   over.replace(over.find("1.05"), 4, "0.5");
   EXPECT_THROW(ParseHardware(over, "over.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);

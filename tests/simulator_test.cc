@@ -226,6 +226,50 @@ TEST(SimulatorTest, GathersWaitedOnAtOnceUseTheBlockingLink) {
   EXPECT_DOUBLE_EQ(Simulate(prefetched, c).blocking_gather_s, 4.5);
 }
 
+// CostModel::intra_idle: on a shared box the comm stream's collectives progress at the loaded
+// link's rate while more ranks compute than there are cores and at the idle link's otherwise. By
+// hand: one simulated rank standing for 4 ranks on 2 cores (compute at half speed while it
+// computes), zero 2, two chunks of 2 MB (1 MB moved): a gather 4 s loaded, 1 s idle. F 1 s and
+// B 2 s of work per chunk.
+TEST(SimulatorTest, CollectivesRunAtTheRateOfTheBoxsLoad) {
+  const Schedule s = Schedule::Parse(
+      "schedule t pp=1 v=2 m=1 u=0\n"
+      "rank 0: G0 G1 F0.0 F1.0 B1.0 B0.0 OPT\n");
+  CostModel c;
+  c.forward_s = 2, c.backward_s = 4, c.backward_input_s = 2, c.backward_weight_s = 2;
+  c.zero = 2;
+  c.stage_param_bytes = 4e6;
+  c.intra = {0, 2.5e5};
+  c.shared_cores = 2;
+  c.ranks_per_simulated_rank = 4;
+  // Loaded throughout (no idle link): G0 lands at 4, G1 at 8; F0.0 4-6, F1.0 8-10, B 10-14-18.
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 18);
+  c.intra_idle = {0, 1e6};
+  c.has_intra_idle = true;
+  // G0 runs on an idle box (F0.0 waits for it): lands at 1. F0.0 computes 1-3 (half speed) while
+  // G1 does half its work at the loaded rate; then F1.0 waits, the box is idle, and the other half
+  // takes 0.5 s: G1 lands at 3.5. F1.0 3.5-5.5, B1.0 5.5-9.5, B0.0 9.5-13.5.
+  SimResult r = Simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.step_s, 13.5);
+  int gathers = 0;
+  for (const SimEvent& e : r.events) {
+    if (e.cat != "comm") continue;
+    ++gathers;
+    EXPECT_DOUBLE_EQ(e.start_s, e.name == "G0" ? 0 : 1);
+    EXPECT_DOUBLE_EQ(e.end_s, e.name == "G0" ? 1 : 3.5);
+  }
+  EXPECT_EQ(gathers, 2);
+  // A rank waiting on a gather it needs at once holds its cores where waits do: G0 runs loaded
+  // (lands at 4), F0.0 4-6 with G1 half done, then G1 (prefetched: F0.0 stood between) finishes
+  // idle at 6.5; F1.0 6.5-8.5, B1.0 8.5-12.5, B0.0 12.5-16.5.
+  c.waits_hold_cores = true;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 16.5);
+  // With a compute unit per rank nothing is shared: the loaded link throughout, as without one.
+  c.shared_cores = 0;
+  c.waits_hold_cores = false;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 4 + 4 + 1 + 2 + 2);
+}
+
 // A chunk of several scheduling units is gathered and reduced by one collective per unit: each
 // pays the link's latency, the bytes are paid once. pp=1 v=1 zero=2, 2 MB of parameters (1 MB
 // moved), link 0.1 s + 1 MB/s: one collective 1.1 s, three 1.3 s. F 1 s, B 2 s.

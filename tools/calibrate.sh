@@ -23,9 +23,13 @@
 #   - the two-node links the local benches run over (tools/two_nodes.sh: 2 ranks per network
 #     namespace, 4 in all, joined by a veth pair): shaped (tc tbf 1gbit, inter_node) and unshaped
 #     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
-#     bus bandwidth to the ring all-gather's times from 1 KiB up, measured while one busy thread
-#     per rank keeps every core computing: the collectives these links carry (ZeRO-3 gathers and
-#     reductions, pipeline sends) run beside compute; 5 sweeps each, the per-size median fitted;
+#     bus bandwidth to the ring all-gather's times from 1 KiB to 16 MiB, measured twice: while one
+#     busy thread per rank keeps every core computing (inter_node, veth_unshaped: the collectives
+#     these links carry, ZeRO-3 gathers and reductions, pipeline sends, run beside compute), and
+#     with the box idle (inter_node_idle, veth_unshaped_idle: a collective while the ranks wait on
+#     it); 5 sweeps each, the per-size median fitted by least squares on absolute error (the large
+#     messages carry a run's bytes; the small ones' times are a loaded box's scheduling noise, which
+#     a relative fit let set the bandwidth: 0.17 GB/s for the 1gbit link, whose 16 MiB time says 0.11);
 #   - the offload disk: zeropp's I/O engine (io_uring, O_DIRECT) writing and reading 1 GiB
 #     sequentially in the directory offload uses ($ZPP_OFFLOAD_DIR, default ~/.cache/zeropp-offload,
 #     as ./zpp demo --oversized), best of 3; nvme_gbps = the harmonic mean of write and read (an
@@ -49,25 +53,33 @@ grid="$(bazel-bin/benchmarks/linear_grid --threads 1 --tokens $GRID_TOKENS --dim
 echo "calibrate: linear GEMM grid, tokens {$GRID_TOKENS} x in, out {$GRID_DIMS}: $(grep -c GRID <<<"$grid") measured"
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
-# The two-node links under load: one busy thread per rank while the 4 ranks run the sweep, 5 times
-# (the per-size median is fitted; with 3, the fitted latency moved 1.5x between calibrations).
-two_node_sweep() {  # ARGS for two_nodes.sh; prints rank 0's ring all-gather rows, every sweep
-  local spin=() i
-  for ((i = 0; i < 4; i++)); do
-    timeout 600 bash -c 'while :; do :; done' &
+# The two-node links, loaded (one busy thread per rank while the 4 ranks run the sweep) and idle,
+# 5 sweeps each (the per-size median is fitted; with 3, the fitted latency moved 1.5x between
+# calibrations).
+two_node_sweep() {  # LOADED (1 or 0), then ARGS for two_nodes.sh; prints rank 0's ring all-gather rows
+  local spin=() i loaded="$1"
+  shift
+  for ((i = 0; i < 4 * loaded; i++)); do
+    timeout 900 bash -c 'while :; do :; done' &
     spin+=($!)
   done
   for ((i = 0; i < 5; i++)); do
-    tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 4194304 2>&1 |
+    tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 16777216 2>&1 |
       grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
   done
-  kill "${spin[@]}" 2>/dev/null
-  wait "${spin[@]}" 2>/dev/null || true
+  if ((loaded)); then
+    kill "${spin[@]}" 2>/dev/null
+    wait "${spin[@]}" 2>/dev/null || true
+  fi
 }
-veth="$(two_node_sweep)"
+veth="$(two_node_sweep 1)"
 echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded (every sweep): /'
-shaped="$(two_node_sweep --rate 1gbit)"
+veth_idle="$(two_node_sweep 0)"
+echo "$veth_idle" | sed 's/^/calibrate: two nodes, unshaped, idle (every sweep): /'
+shaped="$(two_node_sweep 1 --rate 1gbit)"
 echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded (every sweep): /'
+shaped_idle="$(two_node_sweep 0 --rate 1gbit)"
+echo "$shaped_idle" | sed 's/^/calibrate: two nodes, tbf 1gbit, idle (every sweep): /'
 base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
 echo "calibrate: baseline rank RSS ${base} MiB"
@@ -92,18 +104,20 @@ grid_tokens = [int(x) for x in "$GRID_TOKENS".split(",")]
 grid_dims = [int(x) for x in "$GRID_DIMS".split(",")]
 coll = """$coll"""
 veth = """$veth"""
+veth_idle = """$veth_idle"""
 shaped = """$shaped"""
+shaped_idle = """$shaped_idle"""
 io = """$io"""
 disk_w = max(float(v) for v in re.findall(r"write_gbs=([0-9.]+)", io))
 disk_r = max(float(v) for v in re.findall(r"read_gbs=([0-9.]+)", io))
 nvme_gbps = round(2 / (1 / disk_w + 1 / disk_r), 3)
 def fit_link(rows, p=4):
-    # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on relative
-    # error (each size counts alike), closed form for the two unknowns.
+    # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on absolute
+    # error (the sizes that take the time count most), closed form for the two unknowns.
     pts = [(float(s), float(t) * 1e-6) for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows)]
     if len(pts) < 3:
         sys.exit("calibrate: a link sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
-    alpha, inv_bus = relative_fit.fit_link([(p - 1, (p - 1) / p * s, t) for s, t in pts])
+    alpha, inv_bus = relative_fit.fit_link([(p - 1, (p - 1) / p * s, t) for s, t in pts], relative=False)
     return round(1 / inv_bus / 1e9, 4), round(alpha * 1e6, 1)
 def medians(rows):  # the median time of each size over repeated sweeps, as rows fit_link reads
     by_size = {}
@@ -111,7 +125,9 @@ def medians(rows):  # the median time of each size over repeated sweeps, as rows
         by_size.setdefault(int(s), []).append(float(t))
     return "\n".join("all_gather(ring) %d %.1f" % (s, sorted(ts)[len(ts) // 2]) for s, ts in sorted(by_size.items()))
 veth_gbps, veth_us = fit_link(medians(veth))
+veth_idle_gbps, veth_idle_us = fit_link(medians(veth_idle))
 shaped_gbps, shaped_us = fit_link(medians(shaped))
+shaped_idle_gbps, shaped_idle_us = fit_link(medians(shaped_idle))
 peak = float(re.search(r"square_gflops=([0-9.]+)", mm).group(1))
 shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
           re.findall(r"\[(\d+) x (\d+)\] x \[(\d+) x (\d+)\]: ([0-9.]+) GFLOP/s", mm)]
@@ -145,12 +161,13 @@ hw = {
             "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
             "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
             "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two "
-            "nodes of 2 ranks (tools/two_nodes.sh, one busy thread per rank), ring all-gather fitted: tc tbf 1gbit "
-            "(inter_node) %.3f GB/s bus, %.0f us per hop; veth unshaped (veth_unshaped) %.3f GB/s, %.0f us; offload "
-            "disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
+            "nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute error) with one "
+            "busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f GB/s bus, %.0f / "
+            "%.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, %.0f / %.0f us; "
+            "offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
-               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_us,
-               veth_gbps, veth_us, disk_w, disk_r),
+               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_idle_gbps, shaped_us,
+               shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
@@ -160,8 +177,10 @@ hw = {
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
+  "inter_node_idle": {"bandwidth_gbps": shaped_idle_gbps, "latency_us": shaped_idle_us, "efficiency": 1.0},
   "comm_cpu_gbps": bus,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
+  "veth_unshaped_idle": {"bandwidth_gbps": veth_idle_gbps, "latency_us": veth_idle_us},
   "allreduce_algorithm": "ring",
   "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": nvme_gbps,
            "capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)},

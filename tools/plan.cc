@@ -11,6 +11,8 @@
 //   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
 //   ./zpp plan --predict LAYOUT FLAGS [--trace T.json]   one layout's PREDICT line; --trace writes
 //       the simulated step as Chrome trace JSON (one track per pipeline rank, as train --trace)
+// Link overrides for one run: --inter-gbps --inter-latency-us (the inter-node link), with
+// --inter-idle-gbps --inter-idle-latency-us (the same link measured idle on a CPU box).
 // Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
 // flags after --model override the preset. Every layout of every design is enumerated, those
 // over the device memory dropped, the rest simulated (scheduler/planner) and ranked.
@@ -74,6 +76,7 @@ Flags Parse(int argc, char** argv) {
          {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""},
+         {"inter-idle-gbps", ""}, {"inter-idle-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
          {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}};
@@ -151,6 +154,16 @@ PlanRequest RequestFrom(const Flags& f) {
   if (f.Has("devices-per-node")) q.hardware.devices_per_node = static_cast<int>(f.Int("devices-per-node", 1, 4096));
   if (f.Has("inter-gbps") && !f.Has("sweep")) q.hardware.inter.bytes_per_s = f.List("inter-gbps").front() * 1e9;
   if (f.Has("inter-latency-us")) q.hardware.inter.latency_s = f.List("inter-latency-us").front() * 1e-6;
+  // The same link measured idle (CPU boxes, Hardware::inter_idle): a link given here replaces the
+  // description's, whose idle twin no longer applies unless given too.
+  if ((f.Has("inter-gbps") && !f.Has("sweep")) || f.Has("inter-latency-us")) q.hardware.inter_idle = {};
+  if (f.Has("inter-idle-gbps") != f.Has("inter-idle-latency-us")) {
+    throw std::invalid_argument("--inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither");
+  }
+  if (f.Has("inter-idle-gbps")) {
+    q.hardware.inter_idle = {f.List("inter-idle-gbps").front() * 1e9, f.List("inter-idle-latency-us").front() * 1e-6,
+                             q.hardware.inter.efficiency};
+  }
   q.devices = static_cast<int>(f.Int("gpus", 0, 1 << 20));
   q.global_batch = static_cast<int>(f.Int("global-batch", 1, 1 << 24));
   q.designs = DesignsFrom(f.Str("designs"));

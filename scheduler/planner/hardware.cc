@@ -141,6 +141,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.reserved_bytes = r.Number("memory.reserved_gb", 0, 1e6) * 1e9;
   h.intra = ReadLink(r, "intra_node");
   h.inter = ReadLink(r, "inter_node");
+  if (r.Has("inter_node_idle")) h.inter_idle = ReadLink(r, "inter_node_idle");
   if (r.Has("intra_node_oversubscribed")) h.intra_oversubscribed = ReadLink(r, "intra_node_oversubscribed");
   if (r.Has("intra_node_oversubscribed_gather")) {
     h.intra_oversubscribed_gather = ReadLink(r, "intra_node_oversubscribed_gather");

@@ -38,6 +38,11 @@
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
 //   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together (on a
 //                                CPU box: measured while every core computes, as in training)
+//   inter_node_idle {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the same link
+//                                measured with the box idle. A ZeRO group's prefetched gathers
+//                                and reductions across nodes run at inter_node's rate while the
+//                                box's ranks outnumber its cores and at this one's otherwise (the
+//                                simulator switches as the load changes). Default: inter_node
 //   intra_node_oversubscribed {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the
 //                                intra-node link as a blocking collective sees it while the box's
 //                                ranks outnumber its cores (two tp=2 jobs of the 3D baseline at once,
@@ -108,6 +113,7 @@ struct Hardware {
   double reserved_bytes = 0;
   LinkSpec intra;
   LinkSpec inter;  // per node
+  LinkSpec inter_idle;  // bytes_per_s 0: none (inter is used)
   LinkSpec intra_oversubscribed;  // bytes_per_s 0: none (intra is used)
   LinkSpec intra_oversubscribed_gather;  // bytes_per_s 0: none (intra_oversubscribed is used)
   double oversubscribed_compute_factor = 1;

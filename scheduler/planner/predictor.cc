@@ -183,6 +183,17 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
       c.intra_blocking = {(l.zero - 1) * HopLatency(gather, l.zero, rpn), BusBytesPerSecond(gather, l.zero, rpn)};
       c.has_intra_blocking = true;
     }
+    // A group across nodes on a CPU box whose inter-node link was also measured idle: its
+    // collectives on the comm stream run at the idle rate while the box has cores to spare.
+    if (hw.shared_compute_units > 0 && hw.inter_idle.bytes_per_s > 0) {
+      Hardware idle = hw;
+      idle.inter = hw.inter_idle;
+      const scheduler::Link link{(l.zero - 1) * HopLatency(idle, l.zero, rpn), BusBytesPerSecond(idle, l.zero, rpn)};
+      if (link.alpha_s != c.intra.alpha_s || link.bytes_per_s != c.intra.bytes_per_s) {
+        c.intra_idle = link;
+        c.has_intra_idle = true;
+      }
+    }
     // On a CPU box the gathered bytes are also copied into the unsharded buffer; NCCL writes
     // them in place on a GPU.
     if (hw.shared_compute_units > 0) c.copy_bytes_per_s = hw.memory_bytes_per_s * hw.memory_efficiency;
