@@ -174,9 +174,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const bool at_once = WaitedAtOnce(s.ranks[r], x.pc);
         const Link& link = cost.has_intra_blocking && at_once ? cost.intra_blocking : cost.intra;
         const double wire_s = cost.zero > 1 ? link.Time(gather_bytes, collectives(vstage)) : 0.0;
-        const bool on_intra = &link == &cost.intra;
-        const double idle_wire_s =
-            cost.zero > 1 && on_intra && cost.has_intra_idle ? cost.intra_idle.Time(gather_bytes, collectives(vstage)) : wire_s;
+        const bool idle_twin = cost.zero > 1 && cost.has_intra_idle && &link == &cost.intra;
+        const double idle_wire_s = idle_twin ? cost.intra_idle.Time(gather_bytes, collectives(vstage)) : wire_s;
         if (at_once) x.blocking_gather_s += wire_s;
         const double staging_s = chunk_bytes(vstage) / cost.zero * cost.gather_staging_s_per_byte;
         // zero = 1 keeps the chunk in place (nothing to gather) unless it is offloaded: then the

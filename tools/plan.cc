@@ -156,7 +156,7 @@ PlanRequest RequestFrom(const Flags& f) {
   if (f.Has("inter-latency-us")) q.hardware.inter.latency_s = f.List("inter-latency-us").front() * 1e-6;
   // The same link measured idle (CPU boxes, Hardware::inter_idle): a link given here replaces the
   // description's, whose idle twin no longer applies unless given too.
-  if ((f.Has("inter-gbps") && !f.Has("sweep")) || f.Has("inter-latency-us")) q.hardware.inter_idle = {};
+  if (f.Has("inter-gbps") || f.Has("inter-latency-us")) q.hardware.inter_idle = {};
   if (f.Has("inter-idle-gbps") != f.Has("inter-idle-latency-us")) {
     throw std::invalid_argument("--inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither");
   }
