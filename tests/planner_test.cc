@@ -59,20 +59,19 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(o.intra_oversubscribed.latency_s, 700e-6);
   EXPECT_DOUBLE_EQ(o.oversubscribed_compute_factor, 1.05);
   EXPECT_EQ(o.intra_oversubscribed_gather.bytes_per_s, 0);  // absent: the gathers use the link above
-  std::string gather = WithField(over, LinkField("intra_node_oversubscribed_gather", "0.6", 2200));
-  const Hardware g = ParseHardware(gather, "gather.json");
-  EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.Effective(), 0.6e9);
-  EXPECT_DOUBLE_EQ(g.intra_oversubscribed_gather.latency_s, 2200e-6);
-  gather.replace(gather.find("0.6"), 3, "-1");
-  EXPECT_THROW(ParseHardware(gather, "gather.json"), std::invalid_argument);
-  // The inter-node link measured idle: absent, none; present, read as a link.
+  // An optional link added to `json` as `key` is read into `field`; a bandwidth of 0 is refused.
+  auto optional_link = [](const std::string& json, const char* key, LinkSpec Hardware::*field) {
+    std::string text = WithField(json, LinkField(key, "0.6", 2200));
+    const Hardware read = ParseHardware(text, "link.json");
+    EXPECT_DOUBLE_EQ((read.*field).Effective(), 0.6e9) << key;
+    EXPECT_DOUBLE_EQ((read.*field).latency_s, 2200e-6) << key;
+    text.replace(text.find("0.6"), 3, "0");
+    EXPECT_THROW(ParseHardware(text, "link.json"), std::invalid_argument) << key;
+  };
+  optional_link(over, "intra_node_oversubscribed_gather", &Hardware::intra_oversubscribed_gather);
+  // The inter-node link measured idle: absent, none.
   EXPECT_EQ(h.inter_idle.bytes_per_s, 0);
-  std::string idle = WithField(kHw, LinkField("inter_node_idle", "80", 9));
-  const Hardware i = ParseHardware(idle, "idle.json");
-  EXPECT_DOUBLE_EQ(i.inter_idle.Effective(), 80e9);
-  EXPECT_DOUBLE_EQ(i.inter_idle.latency_s, 9e-6);
-  idle.replace(idle.find("80"), 2, "0");
-  EXPECT_THROW(ParseHardware(idle, "idle.json"), std::invalid_argument);
+  optional_link(kHw, "inter_node_idle", &Hardware::inter_idle);
   over.replace(over.find("1.05"), 4, "0.5");
   EXPECT_THROW(ParseHardware(over, "over.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);

@@ -24,6 +24,16 @@ CostModel Uniform() {
   return c;
 }
 
+// One rank's stage in two chunks of 2 MB sharded over 2 ranks (a gather moves 1 MB): F 1 s and
+// B 2 s (Bi 1 s, W 1 s) per chunk.
+CostModel TwoShardedChunks() {
+  CostModel c;
+  c.forward_s = 2, c.backward_s = 4, c.backward_input_s = 2, c.backward_weight_s = 2;
+  c.zero = 2;
+  c.stage_param_bytes = 4e6;
+  return c;
+}
+
 TEST(SimulatorTest, BubbleFormulas) {
   for (int p : {2, 4, 8}) {
     for (int m : {p, 2 * p, 4 * p}) {
@@ -207,10 +217,7 @@ TEST(SimulatorTest, GathersWaitedOnAtOnceUseTheBlockingLink) {
   const Schedule prefetched = Schedule::Parse(
       "schedule t pp=1 v=2 m=1 u=0\n"
       "rank 0: G0 G1 F0.0 F1.0 B1.0 X1 B0.0 X0 OPT\n");
-  CostModel c;
-  c.forward_s = 2, c.backward_s = 4, c.backward_input_s = 2, c.backward_weight_s = 2;
-  c.zero = 2;
-  c.stage_param_bytes = 4e6;
+  CostModel c = TwoShardedChunks();
   c.intra = {0.1, 1e6};           // 1 MB: 1.1 s
   c.intra_blocking = {0.5, 2.5e5};  // 1 MB: 4.5 s
   // Chunk compute 1 s forward, 2 s backward. At once: G0 F G1 F B G0 B, each gather exposed.
@@ -229,16 +236,12 @@ TEST(SimulatorTest, GathersWaitedOnAtOnceUseTheBlockingLink) {
 // CostModel::intra_idle: on a shared box the comm stream's collectives progress at the loaded
 // link's rate while more ranks compute than there are cores and at the idle link's otherwise. By
 // hand: one simulated rank standing for 4 ranks on 2 cores (compute at half speed while it
-// computes), zero 2, two chunks of 2 MB (1 MB moved): a gather 4 s loaded, 1 s idle. F 1 s and
-// B 2 s of work per chunk.
+// computes), TwoShardedChunks: a gather 4 s loaded, 1 s idle.
 TEST(SimulatorTest, CollectivesRunAtTheRateOfTheBoxsLoad) {
   const Schedule s = Schedule::Parse(
       "schedule t pp=1 v=2 m=1 u=0\n"
       "rank 0: G0 G1 F0.0 F1.0 B1.0 B0.0 OPT\n");
-  CostModel c;
-  c.forward_s = 2, c.backward_s = 4, c.backward_input_s = 2, c.backward_weight_s = 2;
-  c.zero = 2;
-  c.stage_param_bytes = 4e6;
+  CostModel c = TwoShardedChunks();
   c.intra = {0, 2.5e5};
   c.shared_cores = 2;
   c.ranks_per_simulated_rank = 4;
