@@ -176,11 +176,15 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     c.stage_param_bytes = stage * hw.value_bytes;
     c.zero = l.zero;
     const int rpn = RanksPerNode(l.zero, 1, g);
-    c.intra = {(l.zero - 1) * HopLatency(hw, l.zero, rpn), BusBytesPerSecond(hw, l.zero, rpn)};
+    // The group's ring on a description's links: a hop's latency per step, the bus bandwidth.
+    auto ring = [&](const Hardware& links) {
+      return scheduler::Link{(l.zero - 1) * HopLatency(links, l.zero, rpn), BusBytesPerSecond(links, l.zero, rpn)};
+    };
+    c.intra = ring(hw);
     if (blocking.intra.bytes_per_s != hw.intra.bytes_per_s || blocking.intra.latency_s != hw.intra.latency_s) {
       Hardware gather = blocking;  // a whole unit's all-gather: its own fit where the box has one
       if (hw.intra_oversubscribed_gather.bytes_per_s > 0) gather.intra = hw.intra_oversubscribed_gather;
-      c.intra_blocking = {(l.zero - 1) * HopLatency(gather, l.zero, rpn), BusBytesPerSecond(gather, l.zero, rpn)};
+      c.intra_blocking = ring(gather);
       c.has_intra_blocking = true;
     }
     // A group across nodes on a CPU box whose inter-node link was also measured idle: its
@@ -188,7 +192,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     if (hw.shared_compute_units > 0 && hw.inter_idle.bytes_per_s > 0) {
       Hardware idle = hw;
       idle.inter = hw.inter_idle;
-      const scheduler::Link link{(l.zero - 1) * HopLatency(idle, l.zero, rpn), BusBytesPerSecond(idle, l.zero, rpn)};
+      const scheduler::Link link = ring(idle);
       if (link.alpha_s != c.intra.alpha_s || link.bytes_per_s != c.intra.bytes_per_s) {
         c.intra_idle = link;
         c.has_intra_idle = true;
