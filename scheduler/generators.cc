@@ -211,7 +211,12 @@ Schedule Zero3(int m, const Zero3Plan& p, const GenOptions& o) {
           absl::StrCat("zero3: needs has ", p.needs.size(), " entries, expected units(", k_units, ")"));
   Schedule s = Blank("zero3", 1, k_units, m, 0);
   s.needs = p.needs;
-  if (p.recompute) s.recompute.assign(1, std::vector<bool>(k_units, true));
+  // The last unit's backward follows its forward at once: recomputing it would only run its
+  // forward (the LM head's product and loss) twice for no memory, so it keeps its activations.
+  if (p.recompute) {
+    s.recompute.assign(1, std::vector<bool>(k_units, true));
+    s.recompute[0][k_units - 1] = false;
+  }
   auto need = [&](int k) {
     std::vector<int> v = s.Needs(k);
     for (int d : v) Require(d >= 0 && d < k_units && d != k, absl::StrCat("zero3: unit ", k, " needs unit ", d));

@@ -52,7 +52,9 @@ struct Zero3Plan {
   int max_live_units = 0;  // 0 = no cap
   bool reshard_after_forward = true;
   bool no_sync = false;    // reduce once after the last micro-batch instead of after each
-  bool recompute = false;  // every unit keeps only its input and recomputes in backward
+  // Every unit but the last keeps only its input and recomputes in backward (the last one's
+  // backward follows its forward at once).
+  bool recompute = false;
 };
 // Throws std::invalid_argument when max_live_units cannot hold a unit with its needs (or, without
 // resharding after forward, every unit).

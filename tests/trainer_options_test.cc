@@ -151,6 +151,7 @@ TEST(Zero3ScheduleTest, EngineOptionsAreActions) {
   scheduler::Zero3Plan rc = p;
   rc.recompute = true;
   EXPECT_TRUE(scheduler::Zero3(2, rc).Recompute(0, 3));
+  EXPECT_FALSE(scheduler::Zero3(2, rc).Recompute(0, rc.units - 1));  // its backward follows at once
   // The head's forward needs the embedding's unit gathered: dropping that gather is caught.
   scheduler::Schedule broken = base;
   auto& acts = broken.ranks[0];

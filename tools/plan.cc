@@ -358,6 +358,15 @@ int RunPredict(const Flags& f) {
               p.rank0_model_state / 1e6, p.memory.unsharded / 1e6, p.memory.activations / 1e6, p.memory.working / 1e6, p.memory.reserved / 1e6,
               p.memory.host / 1e6, p.memory.nvme / 1e6, p.compute_s, p.idle_s, p.tp_collectives_s, p.blocking_gather_s,
               p.gather_bytes, p.reduce_bytes, p.p2p_bytes);
+  // The same kinds `train --profile-ops` measures (its OPS line), per pipeline rank.
+  const std::vector<OpTimes> ops = PredictOpTimes(q.model, l, q.hardware, q.global_batch);
+  for (size_t r = 0; r < ops.size(); ++r) {
+    const OpTimes& o = ops[r];
+    std::printf("PREDICT_OPS rank=%zu matmul_s=%.6f attention_s=%.6f elementwise_s=%.6f optimizer_s=%.6f "
+                "matmul_gflop=%.3f matmul_tflops=%.3f\n",
+                r, o.matmul_s, o.attention_s, o.elementwise_s, o.optimizer_s, o.matmul_flops / 1e9,
+                o.matmul_s > 0 ? o.matmul_flops / o.matmul_s / 1e12 : 0.0);
+  }
   return 0;
 }
 

@@ -26,6 +26,7 @@
 
 #include "zeropp/cli/loopback_bound.h"
 #include "zeropp/cli/matmul_bound.h"
+#include "zeropp/cli/op_profile.h"
 #include "zeropp/cli/proc_status.h"
 #include "zeropp/host_allocator.h"
 #include "models/byte_corpus.h"
@@ -37,6 +38,7 @@
 #include "tools/hf_safetensors.h"
 #include "tools/train_config.h"
 #include "zeropp/checkpoint/checkpoint.h"
+#include "zeropp/device.h"
 #include "scheduler/runtime/executor.h"
 #include "zeropp/zeropp.h"
 
@@ -226,6 +228,7 @@ int Main(int argc, char** argv) {
   int64_t lo0 = 0, counted = 0, wait_us = 0;
   std::vector<double> bench_step_s;  // each timed step's wall time on this rank (the BENCH spread)
   scheduler::TimeShares shares;  // --profile
+  cli::OpProfiler op_profiler;    // --profile-ops
   double profiled_s = 0;
   double bench_tps = 0;  // tokens/s over the timed window (--bench-warmup)
   // Fault injection for the restart test: ZEROPP_TEST_KILL="RANK:STEP" kills that rank (SIGKILL)
@@ -247,9 +250,16 @@ int Main(int argc, char** argv) {
       corpus.MicroBatch(step, m, dp_rank, dp_size, cfg.micro_batch, microbatches, cfg.gpt.context, cfg.seed, &xs[m],
                         &ys[m]);
     }
+    // --profile-ops: every step after the first (which warms up), stopped after the last.
+    if (cfg.profile_ops && step == start + 1) op_profiler.Start(to.engine.device.is_cuda());
     const auto step_t0 = std::chrono::steady_clock::now();
     const CommStats pp0 = groups->pp().Stats();
     StepResult r = trainer->Step(xs, ys, loss_fn);
+    if (cfg.profile_ops && step > start && step + 1 == cfg.steps) {
+      if (to.engine.device.is_cuda()) StreamEvent::RecordCurrent(to.engine.device).Synchronize();
+      std::printf("%s\n", cli::FormatOpTotals(op_profiler.Stop(), env.rank, static_cast<int>(step - start)).c_str());
+      std::fflush(stdout);
+    }
     const double p2p_sent = groups->pp().Stats().Since(pp0).TotalSent();  // between pipeline stages
     if (cfg.profile && step > start) {  // the first step warms up
       shares.Add(trainer->LastStepShares());

@@ -155,6 +155,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"decay-steps", {false, [&](const std::string& v) { c.trainer.lr.decay_steps = i64("decay-steps", v, 1); }}},
       {"min-lr-ratio", {false, [&](const std::string& v) { c.trainer.lr.min_lr_ratio = f64("min-lr-ratio", v, 0, 1); }}},
       {"profile", {true, [&](const std::string& v) { c.profile = boolean("profile", v); }}},
+      {"profile-ops", {true, [&](const std::string& v) { c.profile_ops = boolean("profile-ops", v); }}},
       {"mfu", {true, [&](const std::string& v) { c.mfu = boolean("mfu", v); }}},
       {"bench-warmup", {false, [&](const std::string& v) { c.bench_warmup = i64("bench-warmup", v, 0); }}},
       {"log-every", {false, [&](const std::string& v) { c.log_every = i64("log-every", v, 1); }}},

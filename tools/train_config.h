@@ -37,6 +37,7 @@ struct TrainConfig {
   int threads = 1;             // intra-op threads per rank
   int64_t bench_warmup = 0;    // > 0: time only the steps after these, print a BENCH line
   bool profile = false;        // each rank prints where its step time went (PROFILE line)
+  bool profile_ops = false;    // each rank prints its operator time by kind (OPS line, zeropp/cli/op_profile.h)
   bool mfu = false;            // measure every rank's matmul throughput first; end with an MFU line
   std::string save_dir;        // checkpoints go to save_dir/step-N (with --save-every)
   int64_t save_every = 0;      // > 0: save every N steps and after the last

@@ -97,6 +97,8 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
     c.backward_input_s += di;
     c.backward_weight_s += dw;
     c.matmul_s += f + di + dw;
+    c.matmul_forward_s += f;
+    c.matmul_flops += 3 * 2 * tokens * in * out;
   }
   // Attention core: QK^T and AV over heads/t heads.
   const double core_flops = 4.0 * o.micro_batch * m.seq * m.seq * h / t * (m.flash_attention ? 0.5 : 1.0);
@@ -105,6 +107,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   c.forward_s += attn_f;
   c.backward_input_s += attn_b;
   c.attention_s = attn_f + attn_b;
+  c.attention_forward_s = attn_f;
   // Element-wise: hidden-sized passes are split by t only with sequence parallelism.
   const double hidden_values = tokens * h / (o.sequence_parallel ? t : 1.0);
   const double ffn_values = tokens * m.ffn / t;
@@ -118,6 +121,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   c.forward_s += ew_f;
   c.backward_input_s += ew_b;
   c.elementwise_s = ew_f + ew_b;
+  c.elementwise_forward_s = ew_f;
   // Tensor-parallel communication (intra-node group of t ranks).
   if (o.tp > 1) {
     const double act = tokens * h * vb;
@@ -189,7 +193,10 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   c.backward_input_s = (di + ew) * o.compute_scale + comm_b;
   c.backward_weight_s = dw * o.compute_scale;
   c.matmul_s = f + di + dw;
+  c.matmul_forward_s = f;
+  c.matmul_flops = 3 * 2 * tokens * k * n;
   c.elementwise_s = 2 * ew;
+  c.elementwise_forward_s = ew;
   c.tp_comm_s = comm_f + comm_b;
   c.tp_forward_s = comm_f;
   return c;

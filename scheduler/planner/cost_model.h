@@ -79,6 +79,10 @@ struct ActionCost {
   double matmul_s = 0;           // of the above, forward + backward
   double attention_s = 0;
   double elementwise_s = 0;
+  // Their forward parts (what recomputation runs again), and the products' FLOPs, forward +
+  // backward. Not scaled by compute_scale.
+  double matmul_forward_s = 0, attention_forward_s = 0, elementwise_forward_s = 0;
+  double matmul_flops = 0;
   // Tensor-parallel collectives (blocking, not scaled by compute_scale): in forward_s and
   // backward_input_s, tp_forward_s of them in the forward.
   double tp_comm_s = 0;

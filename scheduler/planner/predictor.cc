@@ -263,6 +263,41 @@ std::vector<MemoryBreakdown> PredictMemoryPerRank(const ModelShape& m, const Lay
   return out;
 }
 
+std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
+  const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
+  const CostParts parts = BuildCostParts(m, l, hw, l.Devices());
+  ComputeOptions co;  // as BuildCostParts costs them, but the kinds are reported unscaled
+  co.tp = l.tp;
+  co.sequence_parallel = l.sequence_parallel;
+  co.micro_batch = l.micro_batch;
+  const ActionCost head = HeadCost(m, hw, co);
+  const ActionCost& layer = parts.layer;
+  const std::vector<ChunkShape> shapes = ChunkShapes(m, l);
+  std::vector<OpTimes> out(l.pp);
+  for (int r = 0; r < l.pp; ++r) {
+    OpTimes& t = out[r];
+    for (int c = 0; c < s.v; ++c) {
+      const double layers = shapes.at(static_cast<size_t>(c) * s.pp + r).layers;
+      const double again = s.Recompute(r, c) ? 1.0 : 0.0;
+      t.matmul_s += layers * (layer.matmul_s + again * layer.matmul_forward_s);
+      t.attention_s += layers * (layer.attention_s + again * layer.attention_forward_s);
+      t.elementwise_s += layers * (layer.elementwise_s + again * layer.elementwise_forward_s);
+      t.matmul_flops += layers * layer.matmul_flops * (1 + again / 3);
+      if (c * s.pp + r == s.pp * s.v - 1) {
+        t.matmul_s += head.matmul_s;
+        t.elementwise_s += head.elementwise_s;
+        t.matmul_flops += head.matmul_flops;
+      }
+    }
+    t.matmul_s *= s.m;
+    t.attention_s *= s.m;
+    t.elementwise_s *= s.m;
+    t.matmul_flops *= s.m;
+    t.optimizer_s = parts.optimizer_s;
+  }
+  return out;
+}
+
 Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch,
                    scheduler::SimResult* sim) {
   const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);

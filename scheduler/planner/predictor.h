@@ -44,6 +44,17 @@ struct Prediction {
   std::string Dominant() const;  // the largest of the parts above, named
 };
 
+// The compute a pipeline rank's step is charged, by the kinds `train --profile-ops` measures
+// (zeropp/cli/op_profile.h): layers' and head's matrix products, attention core, element-wise
+// work, each at a whole compute unit and without compute_overhead; a recomputed chunk's forward
+// counted twice (the head never recomputed); the optimizer step at the rank's share of the box.
+struct OpTimes {
+  double matmul_s = 0, attention_s = 0, elementwise_s = 0, optimizer_s = 0;
+  double matmul_flops = 0;
+};
+// One per pipeline rank. Throws std::invalid_argument as Predict does.
+std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
+
 // The simulator's cost model of a layout (exposed for tests and the local validation).
 scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box);
 

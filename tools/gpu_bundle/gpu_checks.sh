@@ -7,6 +7,8 @@
 #      split into GPU compute, copies and CPU optimizer;
 #   4. the same width with half the blocks and its parameters offloaded too (ZeRO-Infinity into
 #      host memory: compute shard, gradient shard, master and moments in the pinned pool), 3 steps;
+#   2b. a short run of the same model with --profile-ops: its kernel time by kind against the
+#      planner's charge for each kind (compare_ops.py);
 #   with a description of this GPU in the bundle (H100, A100), between 1 and 2: the planner's
 #   efficiencies measured here (gpu_calibrate.py: GEMM shapes and a linear layer's GEMM table,
 #   flash attention, copy bandwidth), and after 2, 3 and 4: the planner's prediction of each step
@@ -90,6 +92,18 @@ if [[ "$quick" != oversized ]]; then
     # The same step as the planner sees it: one micro-batch of 8 sequences, byte vocabulary.
     planner_check planner-gpu "$step" --hidden 2048 --layers 24 --heads 16 --seq 1024 --vocab 256 --micro-batch 8 \
       --global-batch 8 --design zero3
+  fi
+  # 2b. Where that step's time goes, by kind of kernel (matrix products, attention, element-wise,
+  # copies, optimizer), against what the planner charges each kind (tools/compare_ops.py).
+  if [[ -n "$desc" ]]; then
+    read -r pw pd ph pc pm <<<"$([[ "$quick" == quick ]] && echo 512 4 8 256 4 || echo 2048 24 16 1024 8)"
+    out="$(train --width "$pw" --depth "$pd" --heads "$ph" --context "$pc" --micro-batch "$pm" --steps 4 \
+      --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" --profile --profile-ops 2>&1)"
+    grep -E 'OPS|PROFILE|DONE|rror' <<<"$out"
+    for d in "$desc" "$measured"; do
+      "$here/tools/plan" --predict --hardware "$d" --gpus 1 --hidden "$pw" --layers "$pd" --heads "$ph" --seq "$pc" \
+        --vocab 256 --micro-batch "$pm" --global-batch "$pm" --design zero3 2>&1 | grep PREDICT_OPS
+    done | cat - <(grep 'OPS rank=0' <<<"$out") | "$PY" "$here/compare_ops.py"
   fi
 fi
 out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \

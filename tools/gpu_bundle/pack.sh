@@ -9,7 +9,8 @@ out="${1:?usage: ./zpp gpu-bundle OUT}"
 BAZEL=(${ZPP_BAZEL:-bazel})
 src="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$src/../.." && pwd)"
-tests=(engine_parity_test pipeline_parity_test engine_offload_test engine_accounting_test device_test adamw_cuda_test nccl_backend_test)
+tests=(engine_parity_test pipeline_parity_test engine_offload_test engine_accounting_test device_test adamw_cuda_test nccl_backend_test
+  op_profile_test)
 targets=(//tools:train //tools:launcher //tools:plan)
 for t in "${tests[@]}"; do targets+=("//tests:$t"); done
 (cd "$root" && "${BAZEL[@]}" build --config=cuda "${targets[@]}")
@@ -31,7 +32,7 @@ for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher" "$
 done
 find /usr/share/common-licenses -maxdepth 1 -type f -exec cp {} "$out/data/" \;
 cp "$src/run_tests.sh" "$src/env.sh" "$src/gpu_checks.sh" "$src/gpu_calibrate.py" "$out/"
-cp "$root/tools/hardware_json.py" "$out/"
+cp "$root/tools/hardware_json.py" "$root/tools/compare_ops.py" "$out/"
 chmod -R u+w "$out"
 size_kb=$(du -sk "$out" | cut -f1)
 echo "gpu bundle: $out ($((size_kb / 1024)) MiB, $(ls "$out/tests" | wc -l) test binaries); run: $out/run_tests.sh"

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Where the planner's charge for a step differs from the step measured, by kind of operator.
+
+Reads a log holding a rank's OPS line (`train --profile-ops`, zeropp/cli/op_profile.h) and one or
+more PREDICT_OPS lines for the same rank (`plan --predict`), and prints per kind the measured and
+predicted seconds per step and their ratio (predicted / measured), and the matrix products'
+TFLOP/s both ways. The FLOPs must agree (the same model on both sides); when they do not, it says
+so and exits 1.
+
+  python3 tools/compare_ops.py [--rank R] [--plan-rank P] < log
+"""
+import argparse
+import re
+import sys
+
+KINDS = ("matmul", "attention", "elementwise", "optimizer")
+
+
+def fields(line):
+    return {k: v for k, v in re.findall(r"(\w+)=(\S+)", line)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rank", type=int, default=0, help="the OPS line's rank")
+    ap.add_argument("--plan-rank", type=int, default=None,
+                    help="the PREDICT_OPS line's pipeline rank (default: --rank; 0 for ZeRO-3's data ranks)")
+    args = ap.parse_args()
+    plan_rank = args.rank if args.plan_rank is None else args.plan_rank
+    measured, predicted = None, []
+    for line in sys.stdin:
+        line = line.strip()
+        m = re.search(r"\bOPS rank=(\d+) .*", line)
+        if m and not re.search(r"PREDICT_OPS", line) and int(m.group(1)) == args.rank:
+            measured = fields(m.group(0))
+        p = re.search(r"PREDICT_OPS rank=(\d+) .*", line)
+        if p and int(p.group(1)) == plan_rank:
+            predicted.append(fields(p.group(0)))
+    if measured is None or not predicted:
+        print(f"compare_ops: no OPS line for rank {args.rank} and PREDICT_OPS line for pipeline rank {plan_rank} "
+              "in the input")
+        return 1
+    code = 0
+    for i, pr in enumerate(predicted):
+        mg, pg = float(measured["matmul_gflop"]), float(pr["matmul_gflop"])
+        if abs(mg - pg) > 1e-3 * max(mg, pg):
+            print(f"compare_ops: prediction {i}: matmul_gflop={pg} but the run measured {mg}: not the same model")
+            code = 1
+            continue
+        for kind in KINDS:
+            ms, ps = float(measured[f"{kind}_s"]), float(pr[f"{kind}_s"])
+            ratio = f"{ps / ms:.3f}" if ms > 0 else "n/a"
+            print(f"OPS-VS-PLAN prediction={i} kind={kind} measured_s={ms:.6f} predicted_s={ps:.6f} ratio={ratio} "
+                  f"time={measured['time']}")
+        print(f"OPS-VS-PLAN prediction={i} kind=matmul_tflops measured={float(measured['matmul_tflops']):.3f} "
+              f"predicted={float(pr['matmul_tflops']):.3f}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
