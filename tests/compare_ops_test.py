@@ -7,9 +7,9 @@ import sys
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "compare_ops.py")
 OPS = ("[rank {r}] OPS rank={r} steps=3 matmul_s=0.2 attention_s=0.05 elementwise_s=0.04 copy_s=0.01 comm_s=0 "
-       "optimizer_s=0.02 other_s=0.01 matmul_gflop={g} matmul_tflops=0.05 time=host")
+       "optimizer_s=0.02 other_s=0.01 matmul_gflop={g} matmul_tflops=0.05 elementwise_gvalues=0.4 time=host")
 PRED = ("PREDICT_OPS rank={r} matmul_s=0.1 attention_s=0.05 elementwise_s=0.06 optimizer_s=0.01 matmul_gflop={g} "
-        "matmul_tflops=0.1")
+        "matmul_tflops=0.1 elementwise_gvalues=0.3")
 
 
 def run(text, *args):
@@ -26,6 +26,7 @@ def main():
     for kind, ratio in want.items():
         assert f"kind={kind} measured_s=" in out and f"ratio={ratio}" in out.split(f"kind={kind} ")[1].split("\n")[0], out
     assert "measured=0.050 predicted=0.100" in out, out
+    assert "kind=elementwise_gvalues measured=0.4000 predicted=0.3000 ratio=0.750" in out, out
     code, out = run(log, "--rank", "1")  # rank 1's prediction is of another model
     assert code == 1 and "not the same model" in out, out
     code, out = run(log, "--rank", "1", "--plan-rank", "0")  # a data rank of pipeline rank 0

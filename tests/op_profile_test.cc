@@ -55,6 +55,19 @@ TEST(OpProfile, SameStartNestsTheShorterInsideTheLonger) {
   EXPECT_DOUBLE_EQ(t.Seconds(OpKind::kElementwise), 30e-9);
 }
 
+TEST(OpProfile, ElementwiseValuesCountOnlyOperatorsThatCallNoOther) {
+  // A composite (log_softmax over _log_softmax) counts its callee's values once; a leaf counts its
+  // own; a product's values are no element-wise values.
+  OpSpan outer{3, 0, 100, "aten::log_softmax", 0, 1000};
+  OpSpan inner{3, 10, 90, "aten::_log_softmax", 0, 600};
+  OpSpan leaf{3, 120, 130, "aten::gelu", 0, 50};
+  OpSpan mm{3, 140, 150, "aten::mm", 99, 70};
+  EXPECT_DOUBLE_EQ(FoldHostSpans({outer, inner, leaf, mm}).elementwise_values, 650);
+  // Values moved: every input read, one output of the largest input's size written.
+  EXPECT_DOUBLE_EQ(ValuesMoved({{4, 8}, {8}}), 32 + 8 + 32);
+  EXPECT_DOUBLE_EQ(ValuesMoved({{4, 8}, {}}), 32 + 1 + 32);  // a scalar is one value
+}
+
 TEST(OpProfile, MatmulFlopsFromTheFactorsShapes) {
   EXPECT_DOUBLE_EQ(MatmulFlops("aten::mm", {{3, 5}, {5, 7}}), 2.0 * 3 * 5 * 7);
   // addmm and the in-place addmm_ the split weight pass accumulates with: self first.

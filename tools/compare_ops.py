@@ -3,9 +3,9 @@
 
 Reads a log holding a rank's OPS line (`train --profile-ops`, zeropp/cli/op_profile.h) and one or
 more PREDICT_OPS lines for the same rank (`plan --predict`), and prints per kind the measured and
-predicted seconds per step and their ratio (predicted / measured), and the matrix products'
-TFLOP/s both ways. The FLOPs must agree (the same model on both sides); when they do not, it says
-so and exits 1.
+predicted seconds per step and their ratio (predicted / measured), the matrix products' TFLOP/s
+both ways, and the values the element-wise work moved against the planner's count of them. The
+FLOPs must agree (the same model on both sides); when they do not, it says so and exits 1.
 
   python3 tools/compare_ops.py [--rank R] [--plan-rank P] < log
 """
@@ -54,6 +54,11 @@ def main():
                   f"time={measured['time']}")
         print(f"OPS-VS-PLAN prediction={i} kind=matmul_tflops measured={float(measured['matmul_tflops']):.3f} "
               f"predicted={float(pr['matmul_tflops']):.3f}")
+        if "elementwise_gvalues" in measured and "elementwise_gvalues" in pr:
+            mv, pv = float(measured["elementwise_gvalues"]), float(pr["elementwise_gvalues"])
+            ratio = f"{pv / mv:.3f}" if mv > 0 else "n/a"
+            print(f"OPS-VS-PLAN prediction={i} kind=elementwise_gvalues measured={mv:.4f} predicted={pv:.4f} "
+                  f"ratio={ratio}")
     return code
 
 

@@ -122,6 +122,8 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   c.backward_input_s += ew_b;
   c.elementwise_s = ew_f + ew_b;
   c.elementwise_forward_s = ew_f;
+  c.elementwise_forward_values = values + scores;
+  c.elementwise_values = 3 * (values + scores) + (m.selective_recompute ? scores : 0.0);
   // Tensor-parallel communication (intra-node group of t ranks).
   if (o.tp > 1) {
     const double act = tokens * h * vb;
@@ -197,6 +199,8 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   c.matmul_flops = 3 * 2 * tokens * k * n;
   c.elementwise_s = 2 * ew;
   c.elementwise_forward_s = ew;
+  c.elementwise_forward_values = 3 * tokens * n;  // logits read, softmax and gradient written
+  c.elementwise_values = 2 * c.elementwise_forward_values;
   c.tp_comm_s = comm_f + comm_b;
   c.tp_forward_s = comm_f;
   return c;

@@ -83,6 +83,8 @@ struct ActionCost {
   // backward. Not scaled by compute_scale.
   double matmul_forward_s = 0, attention_forward_s = 0, elementwise_forward_s = 0;
   double matmul_flops = 0;
+  // The values the element-wise work moves (read + write), forward + backward; of them forward.
+  double elementwise_values = 0, elementwise_forward_values = 0;
   // Tensor-parallel collectives (blocking, not scaled by compute_scale): in forward_s and
   // backward_input_s, tp_forward_s of them in the forward.
   double tp_comm_s = 0;

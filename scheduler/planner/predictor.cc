@@ -283,16 +283,19 @@ std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const 
       t.attention_s += layers * (layer.attention_s + again * layer.attention_forward_s);
       t.elementwise_s += layers * (layer.elementwise_s + again * layer.elementwise_forward_s);
       t.matmul_flops += layers * layer.matmul_flops * (1 + again / 3);
+      t.elementwise_values += layers * (layer.elementwise_values + again * layer.elementwise_forward_values);
       if (c * s.pp + r == s.pp * s.v - 1) {
         t.matmul_s += head.matmul_s;
         t.elementwise_s += head.elementwise_s;
         t.matmul_flops += head.matmul_flops;
+        t.elementwise_values += head.elementwise_values;
       }
     }
     t.matmul_s *= s.m;
     t.attention_s *= s.m;
     t.elementwise_s *= s.m;
     t.matmul_flops *= s.m;
+    t.elementwise_values *= s.m;
     t.optimizer_s = parts.optimizer_s;
   }
   return out;

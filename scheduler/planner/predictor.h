@@ -51,6 +51,7 @@ struct Prediction {
 struct OpTimes {
   double matmul_s = 0, attention_s = 0, elementwise_s = 0, optimizer_s = 0;
   double matmul_flops = 0;
+  double elementwise_values = 0;  // values the element-wise work moves
 };
 // One per pipeline rank. Throws std::invalid_argument as Predict does.
 std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);

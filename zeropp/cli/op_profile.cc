@@ -58,7 +58,7 @@ OpKind ClassifyOperator(std::string_view name) {
       "aten::set_",   "aten::requires_grad_", "aten::numpy_T",     "aten::flatten",      "aten::expand_as",
       "aten::view_as", "aten::zeros",      "aten::zeros_like",     "aten::ones_like",    "aten::full",
       "aten::layer_norm", "aten::dropout", "aten::scalar_tensor",  "aten::result_type",  "aten::item",
-      "aten::_local_scalar_dense"};
+      "aten::_local_scalar_dense", "aten::resolve_conj", "aten::resolve_neg", "aten::conj", "aten::_conj"};
   if (kMatmul.count(name)) return OpKind::kMatmul;
   const std::string low = Lower(name);
   if (Contains(low, "scaled_dot_product") || Contains(low, "flash_attention") || Contains(low, "efficient_attention") ||
@@ -105,6 +105,17 @@ double MatmulFlops(std::string_view name, const std::vector<std::vector<int64_t>
   return 2 * batch * m * k * n;
 }
 
+double ValuesMoved(const std::vector<std::vector<int64_t>>& shapes) {
+  double read = 0, largest = 0;
+  for (const std::vector<int64_t>& shape : shapes) {
+    double n = 1;
+    for (int64_t d : shape) n *= static_cast<double>(d);
+    read += n;
+    largest = std::max(largest, n);
+  }
+  return read + largest;
+}
+
 double OpTotals::TotalSeconds() const {
   double s = 0;
   for (double x : seconds) s += x;
@@ -120,6 +131,7 @@ OpTotals FoldHostSpans(std::vector<OpSpan> spans) {
     return a.end_ns > b.end_ns;
   });
   std::vector<double> self(spans.size());
+  std::vector<bool> calls(spans.size(), false);  // has a child
   std::vector<size_t> open;
   for (size_t i = 0; i < spans.size(); ++i) {
     const OpSpan& s = spans[i];
@@ -127,7 +139,10 @@ OpTotals FoldHostSpans(std::vector<OpSpan> spans) {
     while (!open.empty() && (spans[open.back()].thread != s.thread || spans[open.back()].end_ns < s.end_ns)) {
       open.pop_back();
     }
-    if (!open.empty()) self[open.back()] -= self[i];
+    if (!open.empty()) {
+      self[open.back()] -= self[i];
+      calls[open.back()] = true;
+    }
     open.push_back(i);
   }
   OpTotals t;
@@ -135,6 +150,7 @@ OpTotals FoldHostSpans(std::vector<OpSpan> spans) {
     const OpKind k = ClassifyOperator(spans[i].name);
     t.seconds[static_cast<int>(k)] += std::max(0.0, self[i]);
     if (k == OpKind::kMatmul) t.matmul_flops += spans[i].flops;
+    if (k == OpKind::kElementwise && !calls[i]) t.elementwise_values += spans[i].values;
   }
   t.operators = static_cast<int64_t>(spans.size());
   return t;
@@ -184,14 +200,18 @@ OpTotals OpProfiler::Stop() {
   std::vector<OpSpan> host;
   std::array<double, kOpKinds> device{};
   const auto cpu_op = static_cast<uint8_t>(libkineto::ActivityType::CPU_OP);
+  // Device work: kernels, copies and fills (not the device-side annotations or sync records).
+  const std::set<uint8_t> device_work = {static_cast<uint8_t>(libkineto::ActivityType::CONCURRENT_KERNEL),
+                                         static_cast<uint8_t>(libkineto::ActivityType::GPU_MEMCPY),
+                                         static_cast<uint8_t>(libkineto::ActivityType::GPU_MEMSET)};
   for (const prof::KinetoEvent& e : result->events()) {
     if (e.deviceType() == c10::DeviceType::CPU) {
       if (e.activityType() != cpu_op) continue;  // runtime calls (cudaLaunchKernel...), annotations
       const std::string name = e.name();
       std::vector<std::vector<int64_t>> shapes;
       if (e.hasShapes()) shapes.assign(e.shapes().begin(), e.shapes().end());
-      host.push_back({e.startThreadId(), e.startNs(), e.endNs(), name, MatmulFlops(name, shapes)});
-    } else if (cuda_) {
+      host.push_back({e.startThreadId(), e.startNs(), e.endNs(), name, MatmulFlops(name, shapes), ValuesMoved(shapes)});
+    } else if (cuda_ && device_work.count(e.activityType())) {
       device[static_cast<int>(ClassifyKernel(e.name()))] += static_cast<double>(e.durationNs()) * 1e-9;
     }
   }
@@ -210,8 +230,9 @@ std::string FormatOpTotals(const OpTotals& t, int rank, int steps) {
     absl::StrAppendFormat(&out, " %s_s=%.6f", OpKindName(static_cast<OpKind>(k)), t.seconds[k] / n);
   }
   const double mm = t.Seconds(OpKind::kMatmul);
-  absl::StrAppendFormat(&out, " matmul_gflop=%.3f matmul_tflops=%.3f time=%s", t.matmul_flops / n / 1e9,
-                        mm > 0 ? t.matmul_flops / mm / 1e12 : 0.0, t.device ? "device" : "host");
+  absl::StrAppendFormat(&out, " matmul_gflop=%.3f matmul_tflops=%.3f elementwise_gvalues=%.4f time=%s",
+                        t.matmul_flops / n / 1e9, mm > 0 ? t.matmul_flops / mm / 1e12 : 0.0,
+                        t.elementwise_values / n / 1e9, t.device ? "device" : "host");
   return out;
 }
 

@@ -43,7 +43,8 @@ OpKind ClassifyKernel(std::string_view name);
 
 struct OpTotals {
   std::array<double, kOpKinds> seconds{};  // per kind, over the profiled window
-  double matmul_flops = 0;                 // the profiler's count for the matrix products
+  double matmul_flops = 0;                 // the matrix products' FLOPs (MatmulFlops)
+  double elementwise_values = 0;           // the values element-wise operators moved (ValuesMoved)
   int64_t operators = 0;                   // host operator events folded
   bool device = false;                     // seconds are CUDA kernel time
   double Seconds(OpKind k) const { return seconds[static_cast<int>(k)]; }
@@ -55,13 +56,20 @@ struct OpSpan {
   uint64_t thread = 0;
   uint64_t start_ns = 0, end_ns = 0;
   std::string name;
-  double flops = 0;
+  double flops = 0;   // matrix products (MatmulFlops)
+  double values = 0;  // tensor values it moves (ValuesMoved)
 };
 // The FLOPs of one matrix-product operator from its input shapes; 0 for any other operator or
 // shapes that do not fit.
 double MatmulFlops(std::string_view name, const std::vector<std::vector<int64_t>>& shapes);
+// The tensor values an element-wise operator moves, from its input shapes: every input read and
+// one output of the largest input's size written (reductions, which write less, are counted as
+// if they wrote that much).
+double ValuesMoved(const std::vector<std::vector<int64_t>>& shapes);
 // Self times by kind: each span less the spans nested directly inside it on its thread (a span
-// inside another when it starts no earlier and ends no later). Exposed for tests.
+// inside another when it starts no earlier and ends no later); the element-wise values of the
+// element-wise spans that call no other operator (a composite's callees do its work). Exposed for
+// tests.
 OpTotals FoldHostSpans(std::vector<OpSpan> spans);
 
 // Not thread-safe; one per process at a time (PyTorch allows one active profiler).
@@ -85,8 +93,9 @@ class OpProfiler {
 };
 
 // "OPS rank=R steps=N matmul_s=... attention_s=... elementwise_s=... copy_s=... comm_s=...
-//  optimizer_s=... other_s=... matmul_gflop=... matmul_tflops=... time=host|device", seconds and
-// GFLOP per step; matmul_tflops is the matrix products' FLOPs over their time.
+//  optimizer_s=... other_s=... matmul_gflop=... matmul_tflops=... elementwise_gvalues=...
+//  time=host|device", seconds, GFLOP and 1e9 values per step; matmul_tflops is the matrix
+// products' FLOPs over their time.
 std::string FormatOpTotals(const OpTotals& t, int rank, int steps);
 
 }  // namespace cli
