@@ -103,6 +103,19 @@ if [[ $rc -eq 3 ]] && grep -q '^plan: --global-batch: got 7, but no layout of ze
 else
   fail "unsplittable global batch (rc=$rc): $out"
 fi
+out="$("$PLAN" --gpus 8 --help 2>&1)"; rc=$?  # --help wins over any other flag, prints and exits 0
+if [[ $rc -eq 0 && "$out" == "usage:"* ]] && grep -q "^model presets: .*llama2-7b" <<<"$out" &&
+    grep -q -- "--predict LAYOUT" <<<"$out"; then
+  pass "--help prints the usage and the presets"
+else
+  fail "--help (rc=$rc): $out"
+fi
+out="$("$PLAN" --bogus 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: unknown argument '--bogus'; expected one of "*" (--help: usage)" ]]; then
+  pass "an unknown flag is refused, pointing at --help"
+else
+  fail "unknown flag (rc=$rc): $out"
+fi
 out="$("$PLAN" --gpus 8 --micro-batch 2 --hardware "$HW" 2>&1)"; rc=$?
 if [[ $rc -eq 2 && "$out" == "plan: --micro-batch: sets one layout, for --predict or --estimate-memory;"* ]]; then
   pass "a layout's flag given to plan is refused"

@@ -127,5 +127,13 @@ else
   echo "SKIP: matplotlib is not installed (./zpp test installs it); the timeline case did not run"
 fi
 
+# --help: the settings list from one process, no distributed environment needed, exit 0.
+out="$(env -u WORLD_SIZE -u RANK "$TRAIN" --help 2>&1)"; rc=$?
+if [[ $rc -eq 0 && "$out" == "usage: ./zpp train"* ]] && grep -q -- "^  --profile-ops \[true|false\]$" <<<"$out" &&
+    grep -q -- "^  --width$" <<<"$out"; then
+  pass "--help lists the settings"
+else
+  fail "--help (rc=$rc): $out"
+fi
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -1,25 +1,12 @@
-// plan: which layout is fastest within memory, for a model, a global batch and a cluster.
-//
-//   ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64
-//       [--top 15] [--designs zero3,zeropp,pipe-fsdp,3d] [--no-offload] [--plot out.png] [--csv out.csv]
-//   ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400
-//       [--plot region.png] [--csv sweep.csv]      best ZeroPP / best 3D over a grid
-//   ./zpp estimate-memory --model llama2-7b --gpus 64 --hardware h100-80gb-ib400x8 --design zeropp
-//       --pp 8 --zero 8 --v 2 --u 8 [--micro-batch 1] [--recompute] [--offload cpu|nvme]
-//       [--offload-params cpu|nvme: ZeRO-Infinity, the optimizer's tier defaults to it]
-//       [--offload-activations cpu|nvme: ZeRO-3 with --recompute] ...
-//   (3D: --tp --pp --dp [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--schedule ...])
-//   ./zpp plan --predict LAYOUT FLAGS [--trace T.json]   one layout's PREDICT line; --trace writes
-//       the simulated step as Chrome trace JSON (one track per pipeline rank, as train --trace)
-// Link overrides for one run: --inter-gbps --inter-latency-us (the inter-node link), with
-// --inter-idle-gbps --inter-idle-latency-us (the same link measured idle on a CPU box).
-// Model: a preset (--model) or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu];
-// flags after --model override the preset. Every layout of every design is enumerated, those
-// over the device memory dropped, the rest simulated (scheduler/planner) and ranked.
-// Bad input: one line naming the flag, the value and what was expected; exit 2.
+// plan: which layout is fastest within memory, for a model, a global batch and a cluster. Every
+// layout of every design is enumerated, those over the device memory dropped, the rest simulated
+// (scheduler/planner) and ranked. Usage: kUsage below (printed by --help). Bad input: one line
+// naming the flag, the value and what was expected; exit 2.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -36,11 +23,36 @@
 
 namespace {
 
+constexpr const char* kUsage = R"(usage:
+  ./zpp plan --model llama2-13b --seq 4096 --global-batch 512 --hardware a100-80gb-ib400 --gpus 64
+      [--top 15] [--designs zero3,zeropp,pipe-fsdp,3d] [--no-offload] [--plot out.png] [--csv out.csv]
+        every layout of every design within memory, ranked by predicted step time
+  ./zpp plan --sweep --model llama2-7b --gpus 64 --seqs 2048,4096,8192 --inter-gbps 25,50,100,200,400
+      [--plot region.png] [--csv sweep.csv]
+        the best ZeroPP layout over the best 3D layout on a grid of sequence x link bandwidth
+  ./zpp plan --predict LAYOUT [--trace T.json]
+        one layout's PREDICT line (step, memory) and PREDICT_OPS lines (the compute charged per kind
+        and pipeline rank, as train --profile-ops measures it); --trace writes the simulated step as
+        Chrome trace JSON
+  ./zpp estimate-memory LAYOUT
+        the per-rank memory of one layout
+LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb-h1|zeropp|zero3]
+  --tp --pp --dp --zero --v --u --micro-batch [--prefetch N] [--recompute]
+  ZeRO designs: [--offload cpu|nvme] [--offload-params cpu|nvme] [--offload-activations cpu|nvme]
+  3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp]
+Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu
+  --no-flash]; flags after --model override the preset. --global-batch in sequences.
+Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
+  one run's inter-node link: --inter-gbps --inter-latency-us, with --inter-idle-gbps
+  --inter-idle-latency-us (the same link measured idle, on a CPU box).
+)";
+
 using namespace zeropp::planner;
 
 struct Flags {
   std::map<std::string, std::string> v;
   std::set<std::string> given;
+  bool help = false;  // --help: print kUsage and the presets, nothing else
   bool Has(const std::string& k) const { return given.count(k) > 0; }
   const std::string& Str(const std::string& k) const { return v.at(k); }
   long Int(const std::string& k, long lo, long hi) const {
@@ -83,11 +95,16 @@ Flags Parse(int argc, char** argv) {
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      f.help = true;
+      return f;
+    }
     const std::string k = a.rfind("--", 0) == 0 ? a.substr(2) : "";
     if (k.empty() || !f.v.count(k)) {
       std::vector<std::string> names;
       for (const auto& kv : f.v) names.push_back("--" + kv.first);
-      throw std::invalid_argument(absl::StrCat("unknown argument '", a, "'; expected one of ", absl::StrJoin(names, " ")));
+      throw std::invalid_argument(absl::StrCat("unknown argument '", a, "'; expected one of ", absl::StrJoin(names, " "),
+                                               " (--help: usage)"));
     }
     f.given.insert(k);
     if (kBool.count(k)) {
@@ -404,6 +421,17 @@ int RunEstimateMemory(const Flags& f) {
 int main(int argc, char** argv) {
   try {
     Flags f = Parse(argc, argv);
+    if (f.help) {
+      std::vector<std::string> hardware;  // the shipped descriptions, when run from the checkout
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator("scheduler/planner/hardware", ec)) {
+        if (e.path().extension() == ".json") hardware.push_back(e.path().stem().string());
+      }
+      std::sort(hardware.begin(), hardware.end());
+      std::printf("%smodel presets: %s\n", kUsage, absl::StrJoin(ModelPresetNames(), " ").c_str());
+      if (!hardware.empty()) std::printf("hardware: %s\n", absl::StrJoin(hardware, " ").c_str());
+      return 0;
+    }
     if (!f.v.at("trace").empty() && !f.Has("predict")) {
       throw std::invalid_argument("--trace: got '" + f.v.at("trace") + "' without --predict (it traces one layout's step)");
     }

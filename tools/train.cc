@@ -108,6 +108,13 @@ int Main(int argc, char** argv) {
   bool demo = false;
   std::vector<std::string> rest;
   for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {  // before any distributed set-up: runs without a launcher too
+      std::printf("usage: ./zpp train [--nproc N] [--config FILE.json] [--SETTING VALUE ...]\n"
+                  "  a JSON config holds the same settings by name; a later one wins; README, Training\n"
+                  "settings:\n");
+      for (const std::string& n : tools::TrainConfig::SettingNames()) std::printf("  %s\n", n.c_str());
+      return 0;
+    }
     if (a == "--demo") {
       demo = true;
     } else {

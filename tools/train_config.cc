@@ -81,7 +81,15 @@ std::vector<std::pair<std::string, std::string>> ReadJsonObject(const std::strin
 
 }  // namespace
 
-TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
+std::vector<std::string> TrainConfig::SettingNames() {
+  std::vector<std::string> names;
+  Parse({}, &names);
+  return names;
+}
+
+TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) { return Parse(args, nullptr); }
+
+TrainConfig TrainConfig::Parse(const std::vector<std::string>& args, std::vector<std::string>* names_out) {
   TrainConfig c;
   // Integers are range-checked before any narrowing: [lo, hi].
   auto i64 = [](const std::string& name, const std::string& v, int64_t lo,
@@ -199,6 +207,10 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args) {
       {"recompute", {true, [&](const std::string& v) { e.recompute = boolean("recompute", v); }}},
       {"no-sync", {true, [&](const std::string& v) { e.no_sync = boolean("no-sync", v); }}},
   };
+  if (names_out != nullptr) {
+    for (const auto& kv : table) names_out->push_back("--" + kv.first + (kv.second.first ? " [true|false]" : ""));
+    return c;
+  }
   e.adamw.lr = 3e-3f;
   e.adamw.weight_decay = 0.01f;
   e.max_grad_norm = 1.0;

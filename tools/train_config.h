@@ -53,13 +53,17 @@ struct TrainConfig {
 
   // Parses argv (without the program name). Throws std::invalid_argument naming the field.
   static TrainConfig Parse(const std::vector<std::string>& args);
+  // Every setting's name, in order, "--name" or "--name [true|false]" for a switch (--help).
+  static std::vector<std::string> SettingNames();
   // Fills the defaults that depend on the world size and checks every option against every
   // other (TrainerOptions::Resolve plus the job's own rules). Throws std::invalid_argument.
   void Resolve(int world_size);
-  std::string Usage() const;
   // Refuses, with the breakdown, a job whose estimated memory per rank exceeds what this machine
   // has available for its `local_ranks` ranks (before anything is allocated).
   void CheckMemoryEstimate(int local_ranks) const;
+ private:
+  // With names_out: fills it (SettingNames) and returns the defaults, parsing nothing.
+  static TrainConfig Parse(const std::vector<std::string>& args, std::vector<std::string>* names_out);
 };
 
 }  // namespace tools
