@@ -25,7 +25,7 @@ while (($#)); do
   esac
 done
 [[ -f "$HW" ]] || { echo "op-kinds: --hardware: no file '$HW'" >&2; exit 2; }
-bazel build //tools:train //tools:launcher //tools:plan 2>/dev/null
+bazel build //tools:train //tools:launcher //tools:plan
 H=256 D=4 HEADS=4 CTX=128 MB=4 M=8
 echo "# command: ./zpp bench op-kinds $*  ($(date -u +%Y-%m-%d)); hardware description $HW"
 echo "# GPT width $H, depth $D, $HEADS heads, context $CTX, vocabulary 256; one rank, $M micro-batches of $MB a step"
@@ -41,31 +41,5 @@ grep -E 'OPS|PROFILE' <<<"$prof" | sed 's/^\[rank 0\] //'
 pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --gpus 1 --hidden $H --layers $D --heads $HEADS --seq $CTX \
   --vocab 256 --micro-batch $MB --global-batch $((MB * M)) --design zero3 --no-flash 2>&1)"
 grep -E '^PREDICT' <<<"$pred"
-cmp="$(printf '%s\n%s\n' "$prof" "$pred" | python3 tools/compare_ops.py)" || { echo "$cmp"; exit 1; }
-echo "$cmp"
-python3 - "$step" "$(grep -oP '^PREDICT .*step_s=\K[0-9.]+' <<<"$pred")" "$cmp" <<'PY'
-import re, sys
-step, predicted_step = float(sys.argv[1]), float(sys.argv[2])
-print(f"{'kind':<12} {'measured_s':>11} {'predicted_s':>11} {'pred/meas':>9}")
-rows = []
-for line in sys.argv[3].splitlines():
-    m = re.search(r"kind=(\w+) measured_s=(\S+) predicted_s=(\S+)", line)
-    if m:
-        rows.append((m.group(1), float(m.group(2)), float(m.group(3))))
-rows.append(("step", step, predicted_step))
-values = re.search(r"kind=elementwise_gvalues measured=(\S+) predicted=(\S+)", sys.argv[3])
-for kind, meas, pred in rows:
-    r = pred / meas if meas > 0 else float("nan")
-    print(f"{kind:<12} {meas:>11.6f} {pred:>11.6f} {r:>9.3f}")
-if values:
-    mv, pv = float(values.group(1)), float(values.group(2))
-    print(f"element-wise values moved per step: measured {mv:.4f}e9, planner {pv:.4f}e9, ratio {pv / mv:.3f}")
-for kind, meas, pred in rows:
-    r = pred / meas if meas > 0 else float("nan")
-    ok = "MET" if 0.9 <= r <= 1.1 else "MISSED"
-    print(f"RESULT op-kinds {kind}_s={pred:.6f} s reference={meas:.6f} ratio={r:.3f} target=0.9-1.1 {ok}")
-if values:
-    r = pv / mv
-    ok = "MET" if 0.9 <= r <= 1.1 else "MISSED"
-    print(f"RESULT op-kinds elementwise_gvalues={pv:.4f} 1e9 reference={mv:.4f} ratio={r:.3f} target=0.9-1.1 {ok}")
-PY
+pstep="$(grep -oP '^PREDICT .*step_s=\K[0-9.]+' <<<"$pred")"
+printf '%s\n%s\n' "$prof" "$pred" | python3 tools/compare_ops.py --result op-kinds --step "$step" "$pstep"

@@ -33,6 +33,12 @@ def main():
     assert code == 1 and "not the same model" in out, out  # rank 1's OPS has other FLOPs than rank 0's plan
     code, out = run(OPS.format(r=1, g=10.0) + "\n" + PRED.format(r=0, g=10.0), "--rank", "1", "--plan-rank", "0")
     assert code == 0 and "ratio=0.500" in out, out
+    # --result: the table and RESULT lines a bench ends with, the whole step among them.
+    code, out = run(log, "--result", "op-kinds", "--step", "0.5", "0.55")
+    assert code == 0, out
+    assert "RESULT op-kinds matmul_s=0.100000 s reference=0.200000 ratio=0.500 target=0.9-1.1 MISSED" in out, out
+    assert "RESULT op-kinds step_s=0.550000 s reference=0.500000 ratio=1.100 target=0.9-1.1 MET" in out, out
+    assert "RESULT op-kinds elementwise_gvalues=0.3000 1e9 reference=0.4000 ratio=0.750" in out, out
     code, out = run("nothing here\n")
     assert code == 1 and "no OPS line" in out, out
     print("compare_ops_test: ok")

@@ -2,11 +2,9 @@
 // layout of every design is enumerated, those over the device memory dropped, the rest simulated
 // (scheduler/planner) and ranked. Usage: kUsage below (printed by --help). Bad input: one line
 // naming the flag, the value and what was expected; exit 2.
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -422,12 +420,7 @@ int main(int argc, char** argv) {
   try {
     Flags f = Parse(argc, argv);
     if (f.help) {
-      std::vector<std::string> hardware;  // the shipped descriptions, when run from the checkout
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator("scheduler/planner/hardware", ec)) {
-        if (e.path().extension() == ".json") hardware.push_back(e.path().stem().string());
-      }
-      std::sort(hardware.begin(), hardware.end());
+      const std::vector<std::string> hardware = ShippedHardwareNames();
       std::printf("%smodel presets: %s\n", kUsage, absl::StrJoin(ModelPresetNames(), " ").c_str());
       if (!hardware.empty()) std::printf("hardware: %s\n", absl::StrJoin(hardware, " ").c_str());
       return 0;

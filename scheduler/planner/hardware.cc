@@ -164,6 +164,16 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   return h;
 }
 
+std::vector<std::string> ShippedHardwareNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("scheduler/planner/hardware", ec)) {
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 Hardware LoadHardware(const std::string& path) {
   std::ifstream in(path);
   std::string resolved = path;
@@ -172,15 +182,8 @@ Hardware LoadHardware(const std::string& path) {
     in.open(resolved);
   }
   if (!in) {
-    // The names actually shipped, read from the directory (none listed when run elsewhere).
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("scheduler/planner/hardware", ec)) {
-      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
-    }
-    std::sort(names.begin(), names.end());
-    std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::string list;  // the names actually shipped
+    for (const std::string& n : ShippedHardwareNames()) list += (list.empty() ? "" : ", ") + n;
     throw std::invalid_argument("--hardware: '" + path +
                                 "' is neither a readable file nor a name under scheduler/planner/hardware/ (" +
                                 (list.empty() ? "none found from here" : list) + ")");

@@ -129,6 +129,8 @@ struct Hardware {
 
 Hardware ParseHardware(const std::string& json_text, const std::string& origin);
 Hardware LoadHardware(const std::string& path);  // a path, or a name under scheduler/planner/hardware/
+// The names under scheduler/planner/hardware/, sorted (none when run outside the checkout).
+std::vector<std::string> ShippedHardwareNames();
 
 }  // namespace planner
 }  // namespace zeropp

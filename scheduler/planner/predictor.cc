@@ -97,6 +97,7 @@ namespace {
 struct CostParts {
   scheduler::CostModel model;
   ActionCost layer;       // one layer, one micro-batch, at a whole compute unit
+  ActionCost head;        // the LM head and loss, the same
   double reduce_s = 0;    // step-end reduction across replicas
   double optimizer_s = 0;
 };
@@ -241,7 +242,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // Every rank reduces and steps at once: the tail runs at its share of a core.
   const auto tail = StepTail(m, l, blocking, share);
   c.optimizer_s = tail.first + tail.second;
-  return {c, layer, tail.first, tail.second};
+  return {c, layer, head, tail.first, tail.second};
 }
 
 }  // namespace
@@ -266,12 +267,9 @@ std::vector<MemoryBreakdown> PredictMemoryPerRank(const ModelShape& m, const Lay
 std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
   const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
   const CostParts parts = BuildCostParts(m, l, hw, l.Devices());
-  ComputeOptions co;  // as BuildCostParts costs them, but the kinds are reported unscaled
-  co.tp = l.tp;
-  co.sequence_parallel = l.sequence_parallel;
-  co.micro_batch = l.micro_batch;
-  const ActionCost head = HeadCost(m, hw, co);
+  // The kinds' times and counts in ActionCost are before compute_scale: reported as they are.
   const ActionCost& layer = parts.layer;
+  const ActionCost& head = parts.head;
   const std::vector<ChunkShape> shapes = ChunkShapes(m, l);
   std::vector<OpTimes> out(l.pp);
   for (int r = 0; r < l.pp; ++r) {
