@@ -404,6 +404,45 @@ TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
   }
   EXPECT_TRUE(params);  // the pipelines fit only by offloading their parameters
 }
+// One device too small for a model whose parameters it would have to hold: plan offloads them too
+// (ZeRO-Infinity on one rank, whose every use stages a whole unit from the tier), and that rank,
+// alone on its node, has the node's whole host memory.
+TEST(Planner, OneDeviceOffloadsItsParametersWhereNothingElseFits) {
+  PlanRequest q = SmallRequest(1);
+  q.designs = {Design::kZero3};
+  Layout kept;
+  kept.design = Design::kZero3;
+  kept.schedule = "zero3";
+  kept.recompute = true;
+  kept.offload = kept.activations_offload = Offload::kNvme;
+  q.hardware.memory_bytes = PredictMemory(q.model, kept, q.hardware, q.global_batch).Total() - 1;
+  PlanResult r = Plan(q);
+  ASSERT_FALSE(r.fitting.empty());
+  for (const Prediction& p : r.fitting) {
+    EXPECT_EQ(p.layout.zero, 1) << p.layout.Name();
+    EXPECT_NE(p.layout.params_offload, Offload::kNone) << p.layout.Name();
+  }
+  // Host memory exactly what the first fitting layout, its parameters in host memory, keeps there:
+  // a quarter of it per device on a node of 4 would refuse it, the one rank gets all of it.
+  Layout cpu = r.fitting.front().layout;
+  ASSERT_EQ(cpu.params_offload, Offload::kCpu) << cpu.Name();
+  ASSERT_EQ(q.hardware.devices_per_node, 4);
+  q.hardware.host_capacity_bytes = PredictMemory(q.model, cpu, q.hardware, q.global_batch).host;
+  r = Plan(q);
+  ASSERT_FALSE(r.fitting.empty());
+  EXPECT_EQ(r.fitting.front().layout.Name(), cpu.Name());
+  // One byte less: host memory cannot take that layout's parameters; NVMe does.
+  q.hardware.host_capacity_bytes -= 1;
+  r = Plan(q);
+  bool found = false;
+  for (const Prediction& p : r.fitting) {
+    EXPECT_LE(p.memory.host, q.hardware.host_capacity_bytes) << p.layout.Name();
+    if (p.layout.micro_batch != cpu.micro_batch) continue;
+    found = true;
+    EXPECT_EQ(p.layout.params_offload, Offload::kNvme) << p.layout.Name();
+  }
+  EXPECT_TRUE(found);
+}
 // Offloaded activations (ZeRO-3 recomputing): the recomputed units' saved inputs, one per layer
 // unit here (the head's unit, last, keeps its own), leave the device for the tier; each costs a
 // synchronous copy over PCIe after its forward and another before its backward.

@@ -118,13 +118,17 @@ PlanResult Plan(const PlanRequest& q) {
   if (!bad.empty()) throw std::invalid_argument(bad);
   PlanResult res;
   const double capacity = q.hardware.memory_bytes;
-  const double host_per_device = q.hardware.host_capacity_bytes / q.hardware.devices_per_node;
+  // A node's host memory is shared by the ranks on it: all of its devices, or fewer where the
+  // job is smaller than a node (one GPU gets the whole host).
+  const double host_per_device =
+      q.hardware.host_capacity_bytes / std::max(1, std::min(q.hardware.devices_per_node, q.devices));
   for (Layout l : EnumerateLayouts(q)) {
     // The first way that fits, in this order (each moves more off the device, and as a rule costs
     // more): as it is, then recomputing, then offloading (ZeRO designs) the optimizer state to host
     // memory and then to NVMe, each without and with recomputation; then (ZeRO-3, recomputing) the
-    // recomputed units' saved inputs with it; then the parameters too (sharded layouts:
-    // ZeRO-Infinity), and at last (ZeRO-3) everything.
+    // recomputed units' saved inputs with it; then the parameters too (ZeRO-Infinity: each use
+    // stages the rank's shard, or on one rank the whole unit, from the tier), and at last (ZeRO-3)
+    // everything.
     struct Try {
       Offload optimizer, params, activations;
       bool recompute;
@@ -135,10 +139,8 @@ PlanResult Plan(const PlanRequest& q) {
       const bool zero3 = l.design == Design::kZero3;
       tries.insert(tries.end(), {{kC, kN, kN, false}, {kC, kN, kN, true}, {kV, kN, kN, false}, {kV, kN, kN, true}});
       if (zero3) tries.insert(tries.end(), {{kC, kN, kC, true}, {kV, kN, kV, true}});
-      if (l.zero > 1) {
-        tries.insert(tries.end(), {{kC, kC, kN, false}, {kC, kC, kN, true}, {kV, kV, kN, false}, {kV, kV, kN, true}});
-      }
-      if (zero3 && l.zero > 1) tries.insert(tries.end(), {{kC, kC, kC, true}, {kV, kV, kV, true}});
+      tries.insert(tries.end(), {{kC, kC, kN, false}, {kC, kC, kN, true}, {kV, kV, kN, false}, {kV, kV, kN, true}});
+      if (zero3) tries.insert(tries.end(), {{kC, kC, kC, true}, {kV, kV, kV, true}});
     }
     for (const Try& t : tries) {
       l.offload = t.optimizer;
