@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <thread>
@@ -155,6 +156,37 @@ int Main(int argc, char** argv) {
               s->Wait();
             },
             [&] { return ring.Stats()[OpKind::kSend].bytes_sent; });
+  }
+  // The CPU one point-to-point message takes each side (send or receive, the transport's threads
+  // included): ranks 0 and 1 bounce a 64-byte tensor, the rest wait. The planner charges it per
+  // pipeline message on a CPU box (comm_cpu_us_per_message).
+  if (n >= 2) {
+    at::Tensor msg = at::zeros({16});
+    constexpr int kBounces = 2000;
+    auto bounce = [&](int times) {
+      for (int k = 0; k < times && ring.rank() < 2; ++k) {
+        if (ring.rank() == 0) {
+          ring.Send(msg, 1)->Wait();
+          ring.Recv(msg, 1)->Wait();
+        } else {
+          ring.Recv(msg, 0)->Wait();
+          ring.Send(msg, 0)->Wait();
+        }
+      }
+    };
+    auto process_cpu_s = [] {  // every thread of this process, the transport's included
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return t.tv_sec + t.tv_nsec * 1e-9;
+    };
+    bounce(100);  // warm-up
+    ring.Barrier()->Wait();
+    const double cpu0 = process_cpu_s();
+    bounce(kBounces);
+    const double cpu = ring.rank() < 2 ? (process_cpu_s() - cpu0) / (2.0 * kBounces) : 0.0;
+    const double worst = MaxOverRanks(ring, cpu);
+    if (lead) std::printf("P2P_CPU cpu_us_per_message=%.1f (a 64-byte message each way %d times, the busier side)\n",
+                          worst * 1e6, kBounces);
   }
   if (lead) {
     auto find = [&](const std::string& name, int64_t bytes) -> const Row& {

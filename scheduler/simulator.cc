@@ -143,8 +143,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       if (s.Recompute(r, a.chunk)) compute(cost.forward_s, 0.0, cost.forward_wait_s, 0.0, a.RecomputeName(), false);
     };
     // The CPU a transfer takes from this rank's compute (CostModel::comm_cpu_s_per_byte).
-    auto steal_cpu = [&](double bytes) {
-      const double cpu = bytes * cost.comm_cpu_s_per_byte;
+    auto steal_cpu = [&](double bytes, double messages = 0) {
+      if (cost.comm_cpu_s_per_byte <= 0) return;
+      const double cpu = bytes * cost.comm_cpu_s_per_byte + messages * cost.comm_cpu_s_per_message;
       if (cpu <= 0) return;
       Work w;
       w.label = name + " (cpu)";
@@ -234,11 +235,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         arrivals[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = arrive;
         x.p2p_bytes += cost.activation_bytes;
         res.events.push_back({r, name, "p2p", x.t, arrive});
-        steal_cpu(cost.activation_bytes);
+        steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2);
         break;
       }
       case ActionKind::kRecvAct:
       case ActionKind::kRecvGrad: {
+        steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2);  // the receiving side's copies and calls
         // A receive only posts: the computation that consumes it waits for the arrival.
         const int sender_stage = a.chunk * s.pp + a.peer;
         const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;

@@ -92,11 +92,15 @@ struct CostModel {
   double reduce_staging_s_per_byte = 0;
   double reduce_accumulate_s_per_byte = 0;
   Link inter;                       // between stages (activations, gradients)
-  // CPU seconds per byte a rank moves (gathers, reduce-scatters, sends), taken from its compute:
-  // on a CPU box whose ranks outnumber its cores the transport's copies run on the cores compute
-  // uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (NCCL has its own
-  // SMs and copy engines).
+  // CPU seconds per byte a rank moves (gathers, reduce-scatters, sends, receives), taken from its
+  // compute: on a CPU box whose ranks outnumber its cores the transport's copies run on the cores
+  // compute uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (NCCL has
+  // its own SMs and copy engines).
   double comm_cpu_s_per_byte = 0;
+  // With comm_cpu_s_per_byte: the CPU seconds one point-to-point message takes each side, whatever
+  // its size. An activation travels as a header and its data (two messages, as the executor sends
+  // it), a gradient as one; the sender pays when it sends, the receiver when it posts the receive.
+  double comm_cpu_s_per_message = 0;
   // The executor's own work per byte of a chunk's gradient (per rank) at each of its reductions
   // (ReduceGrad: the unsharded gradient's bookkeeping and the collective's call), on the compute
   // stream: a ZeRO-3 rank pays it per unit per micro-batch, a ZeroPP rank per unit of U, a

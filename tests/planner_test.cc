@@ -49,6 +49,11 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(ParseHardware(cpu, "cpu.json").CommCpuBytesPerSecond(), 2.5e9);
   cpu.replace(cpu.find("2.5"), 3, "0");
   EXPECT_THROW(ParseHardware(cpu, "cpu.json"), std::invalid_argument);
+  // The CPU per point-to-point message: none unless measured.
+  EXPECT_EQ(h.comm_cpu_s_per_message, 0);
+  EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": 24"), "m.json").comm_cpu_s_per_message,
+                   24e-6);
+  EXPECT_THROW(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": -1"), "m.json"), std::invalid_argument);
   // A CPU box's optional oversubscription measurements: absent, the blocking link is intra_node.
   EXPECT_EQ(h.intra_oversubscribed.bytes_per_s, 0);
   EXPECT_EQ(h.oversubscribed_compute_factor, 1);
@@ -490,6 +495,28 @@ TEST(Simulator, CommunicationCpuIsTakenFromCompute) {
   EXPECT_GT(moved, 0);
   EXPECT_NEAR(r.busy_s[0] - base.busy_s[0], moved * 1e-3, 1e-9);
   EXPECT_NEAR(r.step_s - base.step_s, moved * 1e-3, 1e-9);
+}
+
+// A pipeline transfer takes CPU on both ranks: per byte, and per message (an activation is a header
+// and its data, a gradient one message). 1F1B over 2 ranks, 4 micro-batches: each rank sends 4
+// and receives 4 of the other kind, so each loses 8 transfers' bytes and 4 x (2 + 1) messages.
+TEST(Simulator, PipelineTransfersTakeCpuOnBothSides) {
+  using namespace scheduler;
+  const Schedule s = OneFOneB(2, 4);
+  CostModel c;
+  c.forward_s = 1, c.backward_s = 2, c.backward_input_s = 1, c.backward_weight_s = 1;
+  c.activation_bytes = 1000;
+  c.inter = {0.0, 1e12};
+  const SimResult base = Simulate(s, c);
+  c.comm_cpu_s_per_byte = 1e-4;
+  c.comm_cpu_s_per_message = 0.01;
+  const SimResult r = Simulate(s, c);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NEAR(r.busy_s[rank] - base.busy_s[rank], 8 * 1000 * 1e-4 + 4 * (2 + 1) * 0.01, 1e-9) << rank;
+  }
+  // Per message only where transfers cost CPU at all (a GPU's cost model has no per-byte CPU).
+  c.comm_cpu_s_per_byte = 0;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).busy_s[0], base.busy_s[0]);
 }
 
 // Offloaded parameters: each gather first stages the rank's shard (the chunk's bytes / zero), each

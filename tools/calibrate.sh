@@ -152,6 +152,10 @@ for _ in range(5):
     t = time.perf_counter(); b[:] = a; dt = time.perf_counter() - t
     best = max(best, 2 * len(a) / dt)
 rows = re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)\s+[0-9.]+\s+([0-9.]+)", coll)
+msg = re.search(r"P2P_CPU cpu_us_per_message=([0-9.]+)", coll)
+if not msg:
+    sys.exit("calibrate: collectives_bench printed no P2P_CPU line")
+msg_us = float(msg.group(1))
 bus = max(float(r[2]) for r in rows)
 lat = min(float(r[1]) for r in rows if int(r[0]) <= 4096) * 1e-6
 hw = {
@@ -160,13 +164,14 @@ hw = {
             "to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's forward, "
             "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
             "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
-            "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; two "
+            "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; "
+            "comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU per message); two "
             "nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute error) with one "
             "busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f GB/s bus, %.0f / "
             "%.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, %.0f / %.0f us; "
             "offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
-               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, shaped_gbps, shaped_idle_gbps, shaped_us,
+               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, msg_us, shaped_gbps, shaped_idle_gbps, shaped_us,
                shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),
   "devices_per_node": 2,
   "shared_compute_units": 2,
@@ -179,6 +184,7 @@ hw = {
   "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
   "inter_node_idle": {"bandwidth_gbps": shaped_idle_gbps, "latency_us": shaped_idle_us, "efficiency": 1.0},
   "comm_cpu_gbps": bus,
+  "comm_cpu_us_per_message": msg_us,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "veth_unshaped_idle": {"bandwidth_gbps": veth_idle_gbps, "latency_us": veth_idle_us},
   "allreduce_algorithm": "ring",

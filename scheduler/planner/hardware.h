@@ -59,6 +59,10 @@
 //   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
 //                                transport (an unloaded loopback ring, one rank per core); sets the
 //                                compute a rank loses per byte it communicates. Default: intra_node
+//   comm_cpu_us_per_message      optional, CPU boxes, default 0: the CPU one point-to-point message
+//                                takes each side, its size aside (a small message bounced between
+//                                two ranks: the transport's calls and wake-ups); a pipeline's
+//                                transfers pay it on both ranks
 //   allreduce_algorithm          "ring", "tree" or "auto" (the faster of the two per call)
 //   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps[, capacity_gb][, adamw_mparams_per_s]}
 //                                for offload; memory bandwidth and capacity per NODE (shared by its
@@ -118,6 +122,7 @@ struct Hardware {
   LinkSpec intra_oversubscribed_gather;  // bytes_per_s 0: none (intra_oversubscribed is used)
   double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
+  double comm_cpu_s_per_message = 0;
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
   std::string allreduce_algorithm = "auto";
   double host_bytes_per_s = 0;

@@ -220,6 +220,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   const double share = ComputeShare(hw, devices_on_box);
   if (hw.shared_compute_units > 0) {
     c.comm_cpu_s_per_byte = 1 / hw.CommCpuBytesPerSecond();
+    c.comm_cpu_s_per_message = hw.comm_cpu_s_per_message;
     // Measured per parameter of a unit per reduction (./zpp calibrate's 1-rank runs reduce every
     // unit every micro-batch) at a whole core, as compute is; a chunk's bytes count all its tensor-
     // parallel ranks' parameters.
