@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "benchmarks/ping_pong.h"
 #include "zeropp/cli/loopback_bound.h"
 #include "zeropp/backend_factory.h"
 #include "zeropp/cli/cli_main.h"
@@ -163,26 +164,15 @@ int Main(int argc, char** argv) {
   if (n >= 2) {
     at::Tensor msg = at::zeros({16});
     constexpr int kBounces = 2000;
-    auto bounce = [&](int times) {
-      for (int k = 0; k < times && ring.rank() < 2; ++k) {
-        if (ring.rank() == 0) {
-          ring.Send(msg, 1)->Wait();
-          ring.Recv(msg, 1)->Wait();
-        } else {
-          ring.Recv(msg, 0)->Wait();
-          ring.Send(msg, 0)->Wait();
-        }
-      }
-    };
     auto process_cpu_s = [] {  // every thread of this process, the transport's included
       timespec t{};
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
       return t.tv_sec + t.tv_nsec * 1e-9;
     };
-    bounce(100);  // warm-up
+    PingPong(ring, msg, 100);  // warm-up
     ring.Barrier()->Wait();
     const double cpu0 = process_cpu_s();
-    bounce(kBounces);
+    PingPong(ring, msg, kBounces);
     const double cpu = ring.rank() < 2 ? (process_cpu_s() - cpu0) / (2.0 * kBounces) : 0.0;
     const double worst = MaxOverRanks(ring, cpu);
     if (lead) std::printf("P2P_CPU cpu_us_per_message=%.1f (a 64-byte message each way %d times, the busier side)\n",

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "benchmarks/ping_pong.h"
 #include "models/byte_corpus.h"
 #include "models/gpt.h"
 #include "scheduler/generators.h"
@@ -43,19 +44,11 @@ using Clock = std::chrono::steady_clock;
 
 
 // One-way time of a message of `bytes` between pp ranks 0 and 1 (ping-pong / 2).
-double PingPong(Communicator& pp, int64_t bytes, int iters) {
+double OneWaySeconds(Communicator& pp, int64_t bytes, int iters) {
   at::Tensor buf = at::zeros({std::max<int64_t>(1, bytes / 4)});
   if (pp.rank() > 1) return 0;
   auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) {
-    if (pp.rank() == 0) {
-      pp.Send(buf, 1)->Wait();
-      pp.Recv(buf, 1)->Wait();
-    } else {
-      pp.Recv(buf, 0)->Wait();
-      pp.Send(buf, 0)->Wait();
-    }
-  }
+  PingPong(pp, buf, iters);
   return std::chrono::duration<double>(Clock::now() - t0).count() / iters / 2;
 }
 
@@ -85,7 +78,7 @@ int Main(int argc, char** argv) {
   // Link calibration for the simulator.
   const int64_t act_bytes = b * g.context * g.width * 4;
   const int64_t big = 16 << 20;
-  const double t_small = PingPong(groups->pp(), 4, 50), t_big = PingPong(groups->pp(), big, 10);
+  const double t_small = OneWaySeconds(groups->pp(), 4, 50), t_big = OneWaySeconds(groups->pp(), big, 10);
   scheduler::CostModel cost;
   cost.inter.alpha_s = MaxOverRanks(groups->world(), t_small);
   const double t_big_all = MaxOverRanks(groups->world(), t_big);
