@@ -23,6 +23,8 @@ namespace impl = torch::profiler::impl;
 // one recording all threads.
 std::atomic<bool> g_running{false};
 
+// Three one-line string helpers rather than Abseil's AsciiStrToLower, StrContains and StartsWith:
+// Debian's Abseil has its own string_view, not std::string_view, so every call would convert.
 std::string Lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
