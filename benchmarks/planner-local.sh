@@ -14,6 +14,11 @@
 #   ./zpp bench planner-local --from F   the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware
 #                                        description as committed)
+#   ./zpp bench planner-local --history  every committed --fresh output whose calibration was
+#                                        committed with it and measured the links loaded and idle
+#                                        (r29 on), each predicted again by the current planner
+#                                        with that calibration (from git), and the rows' bias and
+#                                        spread per layout over the runs (needs a git checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //tools:plan
@@ -63,5 +68,27 @@ case "$1" in
     python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/measured.txt" --pipeline "$WORK/measured.txt" \
       --speed "$WORK/measured.txt"
     ;;
-  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh or --from FILE)" >&2; exit 2 ;;
+  --history)
+    git rev-parse --git-dir >/dev/null 2>&1 ||
+      { echo "planner-local: --history: needs a git checkout (each run's calibration is read from its commit)" >&2; exit 2; }
+    WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
+    trap 'rm -rf "$WORK"' EXIT
+    RUNS=()
+    for f in $(ls benchmarks/results/planner-local-*-r[0-9]*.txt | grep -E -- '-r[0-9]+\.txt$' | sort -V); do
+      run="${f##*-}" run="${run%.txt}"
+      added="$(git log --diff-filter=A --format=%h -1 -- "$f")"
+      # Its calibration: the cpu-local.json committed with it, if that commit wrote one.
+      git show --name-only --format= "$added" | grep -qx "$HW" || continue
+      git show "$added:$HW" >"$WORK/$run.json"
+      grep -q '"inter_node_idle"' "$WORK/$run.json" || continue
+      sed -n 's/^#| //p' "$f" >"$WORK/$run.txt"
+      python3 benchmarks/planner_local.py --hardware "$WORK/$run.json" --vs3d "$WORK/$run.txt" \
+        --pipeline "$WORK/$run.txt" --rows-tsv "$WORK/$run.tsv" >"$WORK/$run.out"
+      RUNS+=("$run=$WORK/$run.tsv")
+    done
+    ((${#RUNS[@]} > 0)) || { echo "planner-local: --history: no committed run with its calibration" >&2; exit 2; }
+    echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
+    python3 benchmarks/planner_local_history.py "${RUNS[@]}"
+    ;;
+  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE or --history)" >&2; exit 2 ;;
 esac

@@ -14,7 +14,9 @@ With --speed FILE (its "speed_reference NAME fb_s=S" lines: the calibration's th
 right after the calibration and after each bench, tools/reference_runs.sh), also how fast the box
 computed during each bench against the calibration, and, as a diagnostic only, how many rows would
 be within 10% if each prediction were scaled by that factor (the RESULT lines never are).
-  planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE [--speed FILE]
+With --rows-tsv FILE, also writes each step-time row (layout, measured_s, predicted_s) there, tab-
+separated (benchmarks/planner_local_history.py reads them).
+  planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE [--speed FILE] [--rows-tsv FILE]
 """
 import argparse
 import json
@@ -91,6 +93,7 @@ def main():
     ap.add_argument("--vs3d", required=True)
     ap.add_argument("--pipeline", required=True)
     ap.add_argument("--speed")
+    ap.add_argument("--rows-tsv")
     args = ap.parse_args()
     hw = hardware(args.hardware)
     idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
@@ -160,6 +163,9 @@ def main():
             tr = f"{pm / tm:11.3f}" if tm is not None else f"{'-':>11s}"
             mem = f"{mm:7.1f} {tcol} {pm:8.1f} {pm / mm:8.3f} {tr}"
         print(f"{name:38s} {ms:10.4f} {ps:11.4f} {ps / ms:9.3f}  {mem}")
+    if args.rows_tsv:
+        with open(args.rows_tsv, "w") as out:
+            out.writelines(f"{name}\t{ms:.6f}\t{ps:.6f}\n" for name, ms, ps, *_ in rows)
     if tp_rows:
         # Where a 3D row's step time goes wrong: its TP collectives (measured: the ranks' mean wall
         # time waiting in them) or the rest of the step.

@@ -1,0 +1,51 @@
+"""benchmarks/planner_local_history.py: rows within 10% per run and in all, each layout's mean,
+spread and misses over the runs, and the expected misses from a normal spread, against values worked
+out by hand; arguments that are not LABEL=TSV are refused with a nonzero exit."""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "planner_local_history.py")
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        # Layout a: 0.95x and 0.85x (one miss; mean 0.9, sd 0.05); layout b: 1.0x and 1.0x.
+        runs = {"r1": [("a", 1.0, 0.95), ("b", 2.0, 2.0)], "r2": [("a", 1.0, 0.85), ("b", 4.0, 4.0)]}
+        args = []
+        for label, rows in runs.items():
+            path = os.path.join(d, label + ".tsv")
+            with open(path, "w") as f:
+                f.writelines(f"{n}\t{m}\t{p}\n" for n, m, p in rows)
+            args.append(f"{label}={path}")
+        code, out = run(*args)
+        assert code == 0, out
+        lines = out.splitlines()
+        assert any(l.split()[:4] == ["r1", "2", "2", "0.025"] for l in lines), out  # |err| 0.05 and 0
+        assert any(l.split()[:4] == ["r2", "2", "1", "0.075"] for l in lines), out  # 0.15 and 0
+        a = next(l.split() for l in lines if l.startswith("a "))
+        assert a[1:] == ["2", "0.900", "0.050", "0.850", "0.950", "1"], a
+        b = next(l.split() for l in lines if l.startswith("b "))
+        assert b[1:] == ["2", "1.000", "0.000", "1.000", "1.000", "0"], b
+        # Spread alone: a's N(1, 0.05) falls outside +-0.1 with 2 * Phi(-2) = 0.0455, b's never;
+        # around its mean a's N(0.9, 0.05) does with Phi(0) + 1 - Phi(4) = 0.5000.
+        phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))
+        spread, bias = 2 * phi(-2), phi(0) + 1 - phi(4)
+        assert (f"observed 0.50; expected from each layout's spread alone (centred on 1.0) {spread:.2f}; "
+                f"from its spread around its mean {bias:.2f}") in out, out
+        assert "3 of 4 rows within 10%" in out, out
+        assert "history_step_time_share_within_10pct=0.750 " in out and out.rstrip().endswith("MISSED"), out
+    code, out = run("no-label")
+    assert code != 0 and "expected LABEL=TSV" in out, out
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
