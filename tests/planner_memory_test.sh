@@ -90,6 +90,20 @@ if [[ $rc -eq 2 && "$out" == "plan: --gpus: got 0, expected a whole number >= 1"
 else
   fail "zero GPUs (rc=$rc): $out"
 fi
+out="$("$PLAN" --gpus -3 --hardware "$HW" 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --gpus: got -3, expected a whole number >= 1" ]]; then
+  pass "a negative GPU count refused as zero is"
+else
+  fail "negative GPUs (rc=$rc): $out"
+fi
+# An output in a missing directory is refused before the plan runs: one line, nothing written.
+missing="${TEST_TMPDIR:-/tmp}/no_such_dir/rank.png"
+out="$("$PLAN" --gpus 8 --hardware "$HW" --plot "$missing" 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --plot: got '$missing', expected a file in an existing directory ('${missing%/rank.png}' is not one)" ]]; then
+  pass "--plot into a missing directory refused before planning"
+else
+  fail "--plot into a missing directory (rc=$rc): $out"
+fi
 # GPT-3 175B six times as wide: one gathered layer (65B parameters, 130 GB) outgrows the device.
 out="$("$PLAN" --model gpt3-175b --hidden 73728 --ffn 294912 --gpus 8 --hardware "$RUNFILES/scheduler/planner/hardware/a100-80gb-ib400.json" 2>&1)"; rc=$?
 if [[ $rc -eq 3 ]] && grep -qP '^plan: no layout fits gpt3-175b on 8 x a100-80gb-ib400: the smallest needs [0-9.]+ GB per device \(\S+\), the device has 80.0 GB$' <<<"$out"; then

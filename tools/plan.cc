@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -121,6 +122,23 @@ std::string CsvPath(const Flags& f) {
   return f.Str("plot").empty() ? "" : f.Str("plot") + ".csv";
 }
 
+// Refuses an output path whose directory is missing or not writable, before any work is done (so a
+// long plan or sweep does not end in an error with nothing written).
+void CheckOutputPath(const Flags& f, const char* flag) {
+  const std::string path = f.Str(flag);
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', expected a file in an existing directory ('",
+                                             dir.string(), "' is not one)"));
+  }
+  if (fs::is_directory(path, ec)) {
+    throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', a directory; expected a file name"));
+  }
+}
+
 ModelShape ModelFrom(const Flags& f) {
   const bool explicit_shape = f.Has("hidden") || f.Has("layers") || f.Has("heads");
   ModelShape m;
@@ -179,7 +197,8 @@ PlanRequest RequestFrom(const Flags& f) {
     q.hardware.inter_idle = {f.List("inter-idle-gbps").front() * 1e9, f.List("inter-idle-latency-us").front() * 1e-6,
                              q.hardware.inter.efficiency};
   }
-  q.devices = static_cast<int>(f.Int("gpus", 0, 1 << 20));
+  // Below 1 is refused by CheckRequest, with the same message for 0 and negative counts.
+  q.devices = static_cast<int>(f.Int("gpus", -(1 << 20), 1 << 20));
   q.global_batch = static_cast<int>(f.Int("global-batch", 1, 1 << 24));
   q.designs = DesignsFrom(f.Str("designs"));
   q.offload = !f.Has("no-offload");
@@ -438,6 +457,8 @@ int main(int argc, char** argv) {
         }
       }
     }
+    CheckOutputPath(f, "plot");
+    CheckOutputPath(f, "csv");
     int rc;
     if (f.Has("predict")) {
       rc = RunPredict(f);
