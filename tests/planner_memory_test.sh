@@ -96,6 +96,12 @@ if [[ $rc -eq 2 && "$out" == "plan: --gpus: got -3, expected a whole number >= 1
 else
   fail "negative GPUs (rc=$rc): $out"
 fi
+out="$("$PLAN" --predict --design zero3 --zero 8 --schedule zeropp --gpus 8 --hardware "$HW" 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --schedule: got 'zeropp', but --design zero3 runs only its own schedule (zero3)" ]]; then
+  pass "a schedule the design does not run is refused"
+else
+  fail "zero3 with --schedule zeropp (rc=$rc): $out"
+fi
 # An output in a missing directory is refused before the plan runs: one line, nothing written.
 missing="${TEST_TMPDIR:-/tmp}/no_such_dir/rank.png"
 out="$("$PLAN" --gpus 8 --hardware "$HW" --plot "$missing" 2>&1)"; rc=$?

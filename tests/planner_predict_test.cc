@@ -125,6 +125,25 @@ TEST(Planner, RankOrderPicksTheReplicasLink) {
   z.pp = 2, z.zero = 4, z.u = 2, z.dp_outer = true;
   EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
 }
+// A pipeline design's schedule is one the generators have, and only interleaved takes v > 1 (the
+// others would build a v = 1 schedule while the layout's chunks assumed v).
+TEST(Planner, PipelineLayoutsNameARealSchedule) {
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.pp = 2, l.dp = 2;
+  for (const char* s : {"gpipe", "1f1b", "zb-h1", "interleaved"}) {
+    l.schedule = s;
+    EXPECT_EQ(l.Check(m, 4, 4, 32), "") << s;
+  }
+  l.schedule = "1F1B";
+  EXPECT_EQ(l.Check(m, 4, 4, 32), "schedule(1F1B): a pipeline of this design runs gpipe, 1f1b, interleaved or zb-h1");
+  l.design = Design::kPipeFsdp;
+  l.schedule = "1f1b", l.v = 2;
+  EXPECT_EQ(l.Check(m, 4, 4, 32), "v(2) > 1 needs the interleaved schedule (got 1f1b)");
+  l.schedule = "interleaved";
+  EXPECT_EQ(l.Check(m, 4, 4, 32), "");
+}
 // A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a
 // whole core), tensor-parallel collectives are blocking waits on the oversubscribed intra-node link
 // (2 forward all-reduces per layer, by hand), and prefetched ZeRO gathers keep the unloaded link.

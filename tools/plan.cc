@@ -359,6 +359,11 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   // Offloaded parameters take the optimizer with them: --offload defaults to their tier.
   l.offload = f.Has("offload") || l.params_offload == Offload::kNone ? tier("offload") : l.params_offload;
   l.schedule = f.Has("schedule") ? f.Str("schedule") : (l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : "1f1b");
+  const char* own = l.design == Design::kZeroPP ? "zeropp" : l.design == Design::kZero3 ? "zero3" : nullptr;
+  if (own && l.schedule != own) {
+    throw std::invalid_argument(absl::StrCat("--schedule: got '", l.schedule, "', but --design ", f.Str("design"),
+                                             " runs only its own schedule (", own, ")"));
+  }
   const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);
   if (!why.empty()) throw std::invalid_argument("layout " + l.Name() + ": " + why);
   return l;

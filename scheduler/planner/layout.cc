@@ -57,6 +57,14 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return absl::StrCat("tp(", tp, "), pp(", pp, "), dp(", dp, "), zero(", zero, "), v(", v, "), micro_batch(",
                         micro_batch, ") must all be >= 1");
   }
+  if (design == Design::k3D || design == Design::kPipeFsdp) {
+    if (schedule != "gpipe" && schedule != "1f1b" && schedule != "interleaved" && schedule != "zb-h1") {
+      return absl::StrCat("schedule(", schedule, "): a pipeline of this design runs gpipe, 1f1b, interleaved or zb-h1");
+    }
+    if (v > 1 && schedule != "interleaved") {
+      return absl::StrCat("v(", v, ") > 1 needs the interleaved schedule (got ", schedule, ")");
+    }
+  }  // ZeRO-3 and ZeroPP run their own schedule whatever `schedule` says (BuildSchedule)
   if (prefetch < 0 || (prefetch != 1 && design != Design::kZero3)) {
     return absl::StrCat("prefetch(", prefetch, "): ZeRO-3 takes 0 or more units ahead; other designs take only 1");
   }
