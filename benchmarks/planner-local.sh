@@ -33,6 +33,11 @@ if (($# == 0)); then
     { echo "planner-local: no committed --fresh output in benchmarks/results/ (run ./zpp bench planner-local --fresh)" >&2; exit 2; }
   set -- --from "$NEWEST"
 fi
+case "$1:$#" in
+  --fresh:1 | --from:2 | --history:1) ;;
+  --fresh:* | --history:*) echo "planner-local: $1 takes no value (got: $*)" >&2; exit 2 ;;
+  --from:*) echo "planner-local: --from takes one file (got: $*)" >&2; exit 2 ;;
+esac
 case "$1" in
   --fresh)
     WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"

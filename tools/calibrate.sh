@@ -41,7 +41,21 @@
 #     (intra_node_oversubscribed_gather: whole units' all-gathers waited on at once);
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One optional argument, the output file; checked before the measurements (minutes) start.
+if (($# > 1)) || [[ "${1:-}" == -* ]]; then
+  echo "calibrate: got '$*', expected nothing or one output file OUT.json (default scheduler/planner/hardware/cpu-local.json)" >&2
+  exit 2
+fi
 OUT="${1:-scheduler/planner/hardware/cpu-local.json}"
+if [[ ! -d "$(dirname "$OUT")" || -d "$OUT" ]]; then
+  echo "calibrate: OUT.json: got '$OUT', expected a file in an existing directory" >&2
+  exit 2
+fi
+# The steps below write and refine a partial description; it replaces OUT only once every step has
+# succeeded, so an interrupted or failed calibration leaves the previous description whole.
+FINAL="$OUT"
+OUT="$FINAL.partial"
+trap 'rm -f "$OUT"' EXIT
 TARGETS=(//benchmarks:matmul_bench //benchmarks:linear_grid //benchmarks:collectives_bench //benchmarks:io_bench
          //tools:launcher //tools:train //tools:plan)
 bazel build "${TARGETS[@]}" >/dev/null 2>&1 || bazel build "${TARGETS[@]}"
@@ -210,7 +224,7 @@ DEPTH=4
 SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch
 UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
-trap 'rm -rf "$REF"' EXIT
+trap 'rm -rf "$REF" "$OUT"' EXIT
 reference_runs() {  # N DIR CONTEXT MICRO_BATCH: N concurrent 1-rank runs, their outputs in DIR
   tools/reference_runs.sh "$@"  # width 256, depth $DEPTH, $M micro-batches
 }
@@ -291,3 +305,5 @@ print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (o
 PY
 # Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
 tools/calibrate_pairs.sh "$OUT"
+mv "$OUT" "$FINAL"
+echo "calibrate: wrote $FINAL"
