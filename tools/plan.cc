@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -136,6 +138,9 @@ void CheckOutputPath(const Flags& f, const char* flag) {
   }
   if (fs::is_directory(path, ec)) {
     throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', a directory; expected a file name"));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', but '", dir.string(), "' is not writable"));
   }
 }
 
