@@ -14,13 +14,12 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "scheduler/planner/planner.h"
+#include "zeropp/cli/run_checks.h"
 
 namespace {
 
@@ -124,8 +123,8 @@ std::string CsvPath(const Flags& f) {
   return f.Str("plot").empty() ? "" : f.Str("plot") + ".csv";
 }
 
-// Refuses an output path whose directory is missing or not writable, before any work is done (so a
-// long plan or sweep does not end in an error with nothing written).
+// Refuses an output path whose directory is missing or not writable, or that is a directory, before
+// any work is done (so a long plan or sweep does not end in an error with nothing written).
 void CheckOutputPath(const Flags& f, const char* flag) {
   const std::string path = f.Str(flag);
   if (path.empty()) return;
@@ -139,9 +138,7 @@ void CheckOutputPath(const Flags& f, const char* flag) {
   if (fs::is_directory(path, ec)) {
     throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', a directory; expected a file name"));
   }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', but '", dir.string(), "' is not writable"));
-  }
+  zeropp::cli::CheckWritable(absl::StrCat("--", flag), path);  // the directory (or the file) writable
 }
 
 ModelShape ModelFrom(const Flags& f) {
