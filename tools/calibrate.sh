@@ -27,7 +27,8 @@
 #     busy thread per rank keeps every core computing (inter_node, veth_unshaped: the collectives
 #     these links carry, ZeRO-3 gathers and reductions, pipeline sends, run beside compute), and
 #     with the box idle (inter_node_idle, veth_unshaped_idle: a collective while the ranks wait on
-#     it); 5 sweeps each, the per-size median fitted by least squares on absolute error (the large
+#     it); 5 sweeps each (a sweep over 2x the fastest is set aside as disturbed and measured again,
+#     tools/link_sweeps.py), the per-size median fitted by least squares on absolute error (the large
 #     messages carry a run's bytes; the small ones' times are a loaded box's scheduling noise, which
 #     a relative fit let set the bandwidth: 0.17 GB/s for the 1gbit link, whose 16 MiB time says 0.11);
 #   - the offload disk: zeropp's I/O engine (io_uring, O_DIRECT) writing and reading 1 GiB
@@ -69,31 +70,39 @@ coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/coll
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
 # The two-node links, loaded (one busy thread per rank while the 4 ranks run the sweep) and idle,
 # 5 sweeps each (the per-size median is fitted; with 3, the fitted latency moved 1.5x between
-# calibrations).
-two_node_sweep() {  # LOADED (1 or 0), then ARGS for two_nodes.sh; prints rank 0's ring all-gather rows
-  local spin=() i loaded="$1"
-  shift
+# calibrations). A pass over 2x the fastest one was disturbed: it is set aside and another measured,
+# up to 10 passes (tools/link_sweeps.py says why 2x, and what one such pass did).
+two_node_sweep() {  # LOADED (1 or 0), LABEL, then ARGS for two_nodes.sh; prints the kept passes' rank 0 rows
+  local spin=() i loaded="$1" label="$2" passes="" kept="" last
+  shift 2
   for ((i = 0; i < 4 * loaded; i++)); do
     timeout 900 bash -c 'while :; do :; done' &
     spin+=($!)
   done
-  for ((i = 0; i < 5; i++)); do
-    tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 16777216 2>&1 |
-      grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/'
+  for ((i = 0; i < 10; i++)); do
+    passes+="$(tools/two_nodes.sh "$@" --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 16777216 2>&1 |
+      grep 'rank 0\].*all_gather(ring)' | sed 's/^.*all_gather/all_gather/')"$'\n--\n'
+    ((i < 4)) && continue
+    last=()
+    ((i == 9)) && last=(--last)
+    if kept="$(python3 tools/link_sweeps.py --keep 5 --spread 2 --label "$label" "${last[@]}" <<<"$passes")"; then
+      break
+    fi
   done
   if ((loaded)); then
     kill "${spin[@]}" 2>/dev/null
     wait "${spin[@]}" 2>/dev/null || true
   fi
+  echo "$kept"
 }
-veth="$(two_node_sweep 1)"
-echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded (every sweep): /'
-veth_idle="$(two_node_sweep 0)"
-echo "$veth_idle" | sed 's/^/calibrate: two nodes, unshaped, idle (every sweep): /'
-shaped="$(two_node_sweep 1 --rate 1gbit)"
-echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded (every sweep): /'
-shaped_idle="$(two_node_sweep 0 --rate 1gbit)"
-echo "$shaped_idle" | sed 's/^/calibrate: two nodes, tbf 1gbit, idle (every sweep): /'
+veth="$(two_node_sweep 1 "two nodes, unshaped, loaded")"
+echo "$veth" | sed 's/^/calibrate: two nodes, unshaped, loaded (every kept sweep): /'
+veth_idle="$(two_node_sweep 0 "two nodes, unshaped, idle")"
+echo "$veth_idle" | sed 's/^/calibrate: two nodes, unshaped, idle (every kept sweep): /'
+shaped="$(two_node_sweep 1 "two nodes, tbf 1gbit, loaded" --rate 1gbit)"
+echo "$shaped" | sed 's/^/calibrate: two nodes, tbf 1gbit, loaded (every kept sweep): /'
+shaped_idle="$(two_node_sweep 0 "two nodes, tbf 1gbit, idle" --rate 1gbit)"
+echo "$shaped_idle" | sed 's/^/calibrate: two nodes, tbf 1gbit, idle (every kept sweep): /'
 base="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --steps 2 --width 16 --depth 1 --heads 1 \
   --context 16 --micro-batch 1 2>&1 | grep -oP '(?<=peak_rss_mb=)[0-9]+')"
 echo "calibrate: baseline rank RSS ${base} MiB"
