@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
         m.vocab = mj.at("vocab");
         m.seq = mj.at("seq");
         m.tied_embedding = mj.value("tied_embedding", true);
+        m.swiglu = mj.value("swiglu", false);  // true: a Llama block (SwiGLU, RMSNorm, no biases, RoPE)
         m.flash_attention = mj.value("flash_attention", false);
         m.selective_recompute = mj.value("selective_recompute", false);
         const json& lj = c.at("layout");
