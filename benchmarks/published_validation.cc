@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
         l.sequence_parallel = lj.value("sp", false);
         l.recompute = lj.value("recompute", false);
         l.zero1 = lj.value("zero1", false);
+        l.reduce_fp32 = lj.value("reduce_fp32", false);
         const int batch = c.at("global_batch");
         double measured;
         if (c.contains("iteration_s")) {

@@ -206,8 +206,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
           const double staging = cost.reduce_staging_s_per_byte + (later ? cost.reduce_accumulate_s_per_byte : 0.0);
           const double rest_s = chunk_bytes(vstage) / cost.zero * staging;
           const Link& idle = cost.has_intra_idle ? cost.intra_idle : cost.intra;
-          on_comm(cost.intra.Time(gather_bytes, collectives(vstage)) + rest_s,
-                  idle.Time(gather_bytes, collectives(vstage)) + rest_s, &x.reduce_bytes, gather_bytes);
+          const double reduced = gather_bytes * cost.reduce_bytes_factor;
+          on_comm(cost.intra.Time(reduced, collectives(vstage)) + rest_s,
+                  idle.Time(reduced, collectives(vstage)) + rest_s, &x.reduce_bytes, reduced);
         }
         break;
       case ActionKind::kRelease:

@@ -106,6 +106,9 @@ struct CostModel {
   // stream: a ZeRO-3 rank pays it per unit per micro-batch, a ZeroPP rank per unit of U, a
   // pipeline without sharding once a step. 0 on GPUs.
   double reduce_handling_s_per_byte = 0;
+  // A reduction's bytes over its chunk's gather's: 2 where gradients are reduced in fp32 and the
+  // parameters gathered in bf16 (FSDP's reduce_dtype=float32); 1: both in the compute dtype.
+  double reduce_bytes_factor = 1;
   // A CPU box's cores, when its ranks outnumber them: compute then runs at min(1, shared_cores /
   // ranks computing at that moment) of the speed the times above give (a whole core each). Each
   // simulated rank stands for ranks_per_simulated_rank of the box's ranks (its ZeRO, TP or DP

@@ -275,6 +275,29 @@ TEST(Planner, ZeroThreeWithoutPrefetchWaitsOnEveryGather) {
   p.pp = 2, p.zero = 2, p.u = 2, p.prefetch = 0;
   EXPECT_NE(p.Check(m, 4, 4, 32).find("prefetch(0)"), std::string::npos);
 }
+// Gradients reduced in fp32 while parameters are gathered in the compute dtype (FSDP's
+// reduce_dtype=float32): every reduction moves 4 / value_bytes times the bytes, the gathers the
+// same; the reductions in flight hold their fp32 inputs. 3D refuses the option (it reduces fp32
+// main gradients already).
+TEST(Planner, Fp32ReductionMovesFp32GradientBytes) {
+  const Hardware h = Toy();
+  const ModelShape m = Small();
+  Layout l = Zero3Over4();
+  ASSERT_EQ(h.value_bytes, 2);  // bf16: fp32 reductions move twice the bytes
+  const Prediction compute_dtype = Predict(m, l, h, 32);
+  l.reduce_fp32 = true;
+  EXPECT_EQ(l.Name(), "zero3_z4_b1_rf32");
+  const Prediction fp32 = Predict(m, l, h, 32);
+  EXPECT_GT(compute_dtype.reduce_bytes, 0);
+  EXPECT_DOUBLE_EQ(fp32.reduce_bytes, 2 * compute_dtype.reduce_bytes);
+  EXPECT_DOUBLE_EQ(fp32.gather_bytes, compute_dtype.gather_bytes);
+  EXPECT_GE(fp32.step_s, compute_dtype.step_s);
+  EXPECT_GT(fp32.memory.unsharded, compute_dtype.memory.unsharded);
+  Layout t;  // 3D: tp 2 x pp 2
+  t.tp = 2, t.pp = 2, t.reduce_fp32 = true;
+  EXPECT_NE(t.Check(m, 4, 4, 32).find("reduce_fp32"), std::string::npos);
+}
+
 // Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or
 // NVMe files, and the step's tail becomes gradients down + CPU AdamW (or the NVMe stream, the
 // longer of the two) + parameters up, by hand from the description's host numbers.

@@ -39,6 +39,7 @@ constexpr const char* kUsage = R"(usage:
 LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb-h1|zeropp|zero3]
   --tp --pp --dp --zero --v --u --micro-batch [--prefetch N] [--recompute]
   ZeRO designs: [--offload cpu|nvme] [--offload-params cpu|nvme] [--offload-activations cpu|nvme]
+  [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
   3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp]
 Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu
   --no-flash]; flags after --model override the preset. --global-batch in sequences.
@@ -79,8 +80,8 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep",  "sp",      "zero1",           "dp-outer", "recompute", "no-offload",
-                                     "swiglu", "predict", "estimate-memory", "no-flash"};
+const std::set<std::string> kBool = {"sweep",   "sp",      "zero1",           "dp-outer", "recompute", "reduce-fp32",
+                                     "swiglu",  "predict", "estimate-memory", "no-flash", "no-offload"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;
@@ -351,6 +352,7 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.zero1 = f.Has("zero1");
   l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
+  l.reduce_fp32 = f.Has("reduce-fp32");
   auto tier = [&](const std::string& flag) {
     const std::string t = f.Str(flag);
     return t == "cpu" ? Offload::kCpu : t == "nvme" ? Offload::kNvme : t == "none" ? Offload::kNone
@@ -457,7 +459,8 @@ int main(int argc, char** argv) {
     if (!f.Has("predict") && !f.Has("estimate-memory")) {
       // These describe one layout; plan and --sweep enumerate every layout, so they would be ignored.
       for (const char* k : {"design", "schedule", "tp", "pp", "dp", "zero", "v", "u", "micro-batch", "prefetch", "sp",
-                            "zero1", "dp-outer", "recompute", "offload", "offload-params", "offload-activations"}) {
+                            "zero1", "dp-outer", "recompute", "reduce-fp32", "offload", "offload-params",
+                            "offload-activations"}) {
         if (f.Has(k)) {
           throw std::invalid_argument(absl::StrCat("--", k, ": sets one layout, for --predict or --estimate-memory; "
                                                    "plan enumerates every layout (--designs picks designs)"));

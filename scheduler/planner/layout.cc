@@ -46,6 +46,7 @@ std::string Layout::Name() const {
   if (design == Design::kZero3 && prefetch != 1) absl::StrAppend(&n, "_pf", prefetch);
   if (zero1 && dp > 1) absl::StrAppend(&n, "_zero1");
   if (recompute) absl::StrAppend(&n, "_rc");
+  if (reduce_fp32) absl::StrAppend(&n, "_rf32");
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
   if (params_offload != Offload::kNone) absl::StrAppend(&n, "_poff", OffloadName(params_offload));
   if (activations_offload != Offload::kNone) absl::StrAppend(&n, "_aoff", OffloadName(activations_offload));
@@ -90,6 +91,9 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return absl::StrCat("activations_offload(", OffloadName(activations_offload),
                         ") needs ZeRO-3 (the engine offloads unit by unit, pp = 1) with recompute (the saved inputs "
                         "of recomputed units are what it moves)");
+  }
+  if (reduce_fp32 && design == Design::k3D) {
+    return "reduce_fp32 is a ZeRO design's option (3D reduces its fp32 main gradients already)";
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";

@@ -45,6 +45,10 @@ struct Layout {
   // dp outermost (zeropp's engine, which also runs 3D layouts without tp that way).
   bool dp_outer = false;
   bool recompute = false;  // full activation recomputation (ZeroPP: every chunk but the last)
+  // ZeRO designs: gradients reduced in fp32 while parameters are gathered in the compute dtype
+  // (FSDP's MixedPrecisionPolicy(reduce_dtype=float32), torchtitan's default); false: reduced in
+  // the compute dtype, as zeropp's engine does. 3D reduces its fp32 main gradients regardless.
+  bool reduce_fp32 = false;
   Offload offload = Offload::kNone;  // optimizer state and fp32 master (not 3D)
   // The parameters themselves (ZeRO-Infinity; zeropp's offload.params): the compute shard, the
   // fp32 master and the gradient shard live off the device, each gather first brings the rank's

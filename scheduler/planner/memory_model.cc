@@ -180,8 +180,10 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
           if (!deferred[c] && accumulating[c]) {
             accumulating[c] = false;
             grads -= chunk_bytes[c];
-            pending.push_back(chunk_bytes[c]);
-            pending_bytes += chunk_bytes[c];
+            // In flight: the reduction's input, cast to fp32 first where gradients reduce in fp32.
+            const double in_flight = chunk_bytes[c] * (l.reduce_fp32 ? 4.0 / vb : 1.0);
+            pending.push_back(in_flight);
+            pending_bytes += in_flight;
             while (static_cast<int>(pending.size()) > kPendingReductions) {
               pending_bytes -= pending.front();
               pending.pop_front();

@@ -36,7 +36,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     stride = l.dp_outer ? l.tp * l.pp : l.tp;
   } else {
     for (int r = 0; r < l.pp; ++r) own = std::max(own, StageParameters(m, l, r) / l.zero);
-    grad_bytes_per_param = hw.value_bytes;
+    grad_bytes_per_param = l.reduce_fp32 ? 4 : hw.value_bytes;
     stride = l.zero * l.pp;
   }
   const int rpn = RanksPerNode(l.dp, stride, g);
@@ -142,6 +142,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     c.chunk_param_bytes.push_back(k.params * hw.value_bytes);
     c.chunk_collectives.push_back(k.units);
   }
+  if (l.reduce_fp32) c.reduce_bytes_factor = 4.0 / hw.value_bytes;
   c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s,
                                    embed.tp_forward_s, embed.tp_comm_s - embed.tp_forward_s};
   scheduler::CostModel::StageExtra& last = c.virtual_stage_extra.back();
