@@ -40,12 +40,11 @@ def total_us(rows):
     return sum(float(ROW.search(r).group(2)) for r in rows)
 
 
-def select(passes, spread):
-    """(kept, set_aside): the passes' indices within SPREAD x the fastest total, and the rest."""
-    totals = [total_us(p) for p in passes]
+def select(totals, spread):
+    """(kept, set_aside): the indices of the pass totals within SPREAD x the fastest, and the rest."""
     fastest = min(totals)
     kept = [i for i, t in enumerate(totals) if t <= spread * fastest]
-    return kept, [i for i in range(len(passes)) if i not in kept]
+    return kept, [i for i in range(len(totals)) if i not in kept]
 
 
 def main(argv=None):
@@ -60,9 +59,9 @@ def main(argv=None):
     passes = split_passes(sys.stdin.read())
     if not passes:
         sys.exit("link_sweeps: %s: no ring all-gather rows on standard input, expected passes separated by '--'" % a.label)
-    kept, aside = select(passes, a.spread)
     totals = [total_us(p) for p in passes]
     fastest = min(totals)
+    kept, aside = select(totals, a.spread)
     if len(kept) < a.keep and not a.last:
         return 1
     if aside:
