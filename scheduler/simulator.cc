@@ -90,6 +90,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0, blocking_gather_s = 0;
     std::deque<Work> queue;
     std::deque<Comm> comm;  // load_dependent: issued, not yet finished
+    // Otherwise, with overlap_slowdown: the comm stream's busy spans not yet over, in order.
+    std::deque<std::pair<double, double>> comm_spans;
     bool running = false;
     double start = 0, left = 0;  // the running work: when it starts, its seconds still to do
     double computation_start = 0;  // of a computation split into compute and a blocking wait
@@ -153,9 +155,11 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       x.queue.push_back(w);
     };
     // A collective of `seconds` (`idle_seconds` on an idle box where load_dependent): returns when
-    // it finishes, or kPending where that is decided as the simulation runs.
-    auto on_comm = [&](double seconds, double idle_seconds, double* bytes_acc, double bytes, int chunk = -1,
-                       bool at_once = false) {
+    // it finishes, or kPending where that is decided as the simulation runs. Of its time, the
+    // `wire_s` after the first `lead_s` is the collective's own (NCCL's kernels: what slows the
+    // computation beside it, CostModel::overlap_slowdown); the rest is staging over PCIe or NVMe.
+    auto on_comm = [&](double seconds, double idle_seconds, double* bytes_acc, double bytes, double lead_s,
+                       double wire_s, int chunk = -1, bool at_once = false) {
       *bytes_acc += bytes;
       steal_cpu(bytes);
       if (load_dependent && (seconds > 0 || idle_seconds > 0)) {
@@ -168,6 +172,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       double start = std::max(x.t, x.comm_t);
       x.comm_t = start + seconds;
       res.events.push_back({r, name, "comm", start, x.comm_t});
+      if (cost.overlap_slowdown > 0 && wire_s > 0) x.comm_spans.emplace_back(start + lead_s, start + lead_s + wire_s);
       return x.comm_t;
     };
     switch (a.kind) {
@@ -184,7 +189,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         const bool moves = cost.zero > 1 || cost.gather_staging_s_per_byte > 0;
         const double rest_s = chunk_bytes(vstage) / cost.copy_bytes_per_s + staging_s;
         const double gather_s = moves ? wire_s + rest_s : 0.0, idle_gather_s = moves ? idle_wire_s + rest_s : 0.0;
-        x.gather_ready[a.chunk] = on_comm(gather_s, idle_gather_s, &x.gather_bytes, gather_bytes, a.chunk, at_once);
+        x.gather_ready[a.chunk] = on_comm(gather_s, idle_gather_s, &x.gather_bytes, gather_bytes, moves ? staging_s : 0.0,
+                                          moves ? wire_s : 0.0, a.chunk, at_once);
         if (at_once) {
           x.at_once_ready[a.chunk] = x.gather_ready[a.chunk];
         } else {
@@ -207,8 +213,9 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
           const double rest_s = chunk_bytes(vstage) / cost.zero * staging;
           const Link& idle = cost.has_intra_idle ? cost.intra_idle : cost.intra;
           const double reduced = gather_bytes * cost.reduce_bytes_factor;
-          on_comm(cost.intra.Time(reduced, collectives(vstage)) + rest_s,
-                  idle.Time(reduced, collectives(vstage)) + rest_s, &x.reduce_bytes, reduced);
+          const double wire_s = cost.intra.Time(reduced, collectives(vstage));
+          on_comm(wire_s + rest_s, idle.Time(reduced, collectives(vstage)) + rest_s, &x.reduce_bytes, reduced, 0.0,
+                  wire_s);
         }
         break;
       case ActionKind::kRelease:
@@ -345,7 +352,20 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     const double rate = cost.shared_cores > 0 && computing > cost.shared_cores
                             ? cost.shared_cores / computing / std::max(1.0, cost.shared_slowdown)
                             : 1.0;
-    auto rate_of = [&](const R& x) { return x.queue.front().shared ? rate : 1.0; };
+    // CostModel::overlap_slowdown: whether the rank's comm stream runs a collective now, and the
+    // next moment that changes.
+    auto comm_busy = [&](const R& x) {
+      if (load_dependent) return !x.comm.empty();
+      return !x.comm_spans.empty() && x.comm_spans.front().first <= now;
+    };
+    for (R& x : st) {
+      while (!x.comm_spans.empty() && x.comm_spans.front().second <= now) x.comm_spans.pop_front();
+    }
+    auto rate_of = [&](const R& x) {
+      const Work& w = x.queue.front();
+      if (!w.shared) return 1.0;  // a blocking wait or the step tail
+      return cost.overlap_slowdown > 0 && comm_busy(x) ? rate / (1 + cost.overlap_slowdown) : rate;
+    };
     auto finish = [&](const R& x) { return x.start > now ? x.start : now + x.left / rate_of(x); };
     const bool oversubscribed = cost.shared_cores > 0 && computing > cost.shared_cores;
     auto comm_finish = [&](const R& x) {
@@ -357,6 +377,10 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       if (st[r].running) next = std::min(next, finish(st[r]));
       if (held_until[r] > 0) next = std::min(next, held_until[r]);
       if (!st[r].comm.empty()) next = std::min(next, comm_finish(st[r]));
+      if (st[r].running && !st[r].comm_spans.empty()) {
+        const auto& span = st[r].comm_spans.front();
+        next = std::min(next, span.first > now ? span.first : span.second);
+      }
     }
     // The comm streams: each head collective advances at the box's current rate; one that
     // finishes lands its gather and hands the stream to the next.

@@ -94,8 +94,8 @@ struct CostModel {
   Link inter;                       // between stages (activations, gradients)
   // CPU seconds per byte a rank moves (gathers, reduce-scatters, sends, receives), taken from its
   // compute: on a CPU box whose ranks outnumber its cores the transport's copies run on the cores
-  // compute uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (NCCL has
-  // its own SMs and copy engines).
+  // compute uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (see
+  // overlap_slowdown).
   double comm_cpu_s_per_byte = 0;
   // With comm_cpu_s_per_byte: the CPU seconds one point-to-point message takes each side, whatever
   // its size. An activation travels as a header and its data (two messages, as the executor sends
@@ -109,6 +109,10 @@ struct CostModel {
   // A reduction's bytes over its chunk's gather's: 2 where gradients are reduced in fp32 and the
   // parameters gathered in bf16 (FSDP's reduce_dtype=float32); 1: both in the compute dtype.
   double reduce_bytes_factor = 1;
+  // A GPU's computation takes (1 + overlap_slowdown) times as long while its rank's comm stream
+  // runs a collective (a prefetched gather, a reduction): the collectives' kernels share the SMs
+  // and memory bandwidth. Blocking waits and the step tail, which overlap nothing, are not slowed.
+  double overlap_slowdown = 0;
   // A CPU box's cores, when its ranks outnumber them: compute then runs at min(1, shared_cores /
   // ranks computing at that moment) of the speed the times above give (a whole core each). Each
   // simulated rank stands for ranks_per_simulated_rank of the box's ranks (its ZeRO, TP or DP

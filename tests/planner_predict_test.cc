@@ -298,6 +298,34 @@ TEST(Planner, Fp32ReductionMovesFp32GradientBytes) {
   EXPECT_NE(t.Check(m, 4, 4, 32).find("reduce_fp32"), std::string::npos);
 }
 
+// Hardware::overlap_compute_slowdown reaches the simulator. ZeRO-3 on the toy description slowed to
+// a ten-thousandth of its peak (compute-bound: every prefetched gather and reduction runs beside a
+// computation): each second a collective overlaps computation, the computation does 1/1.25 s of
+// work, so the step grows by at most 0.2 s per second of collectives and, compute-bound, by most of
+// it. A 3D layout, whose tensor-parallel collectives block and whose step-end reduction overlaps
+// nothing, is unchanged.
+TEST(Planner, CollectivesSlowOnlyTheComputationTheyOverlap) {
+  Hardware h = Toy();
+  h.bf16_flops /= 1e4;
+  const ModelShape m = Small();
+  const Layout z = Zero3Over4();
+  Layout t;  // 3D: tp 2 x pp 2
+  t.tp = 2, t.pp = 2;
+  scheduler::SimResult sim;
+  const Prediction z0 = Predict(m, z, h, 32, &sim), t0 = Predict(m, t, h, 32);
+  double comm_s = 0;
+  for (const scheduler::SimEvent& e : sim.events) {
+    if (e.cat == "comm") comm_s += e.end_s - e.start_s;
+  }
+  ASSERT_GT(comm_s, 0);
+  ASSERT_GT(z0.compute_s, 2 * comm_s);  // compute-bound
+  h.overlap_compute_slowdown = 0.25;
+  const Prediction z1 = Predict(m, z, h, 32), t1 = Predict(m, t, h, 32);
+  EXPECT_LE(z1.step_s - z0.step_s, 0.2 * comm_s * (1 + 1e-9));
+  EXPECT_GT(z1.step_s - z0.step_s, 0.5 * 0.2 * comm_s);
+  EXPECT_DOUBLE_EQ(t1.step_s, t0.step_s);
+}
+
 // Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or
 // NVMe files, and the step's tail becomes gradients down + CPU AdamW (or the NVMe stream, the
 // longer of the two) + parameters up, by hand from the description's host numbers.

@@ -54,6 +54,11 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": 24"), "m.json").comm_cpu_s_per_message,
                    24e-6);
   EXPECT_THROW(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": -1"), "m.json"), std::invalid_argument);
+  // GPUs' computation slowed by the collectives it overlaps: none unless the description says so.
+  EXPECT_EQ(h.overlap_compute_slowdown, 0);
+  EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"overlap_compute_slowdown\": 0.189"), "o.json").overlap_compute_slowdown,
+                   0.189);
+  EXPECT_THROW(ParseHardware(WithField(kHw, "\"overlap_compute_slowdown\": -0.1"), "o.json"), std::invalid_argument);
   // A CPU box's optional oversubscription measurements: absent, the blocking link is intra_node.
   EXPECT_EQ(h.intra_oversubscribed.bytes_per_s, 0);
   EXPECT_EQ(h.oversubscribed_compute_factor, 1);

@@ -290,6 +290,43 @@ TEST(SimulatorTest, EachUnitOfAChunkIsItsOwnCollective) {
   EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.3 + 1 + 2 + 1.3);
 }
 
+// CostModel::overlap_slowdown: computation runs 1.25x as long while the comm stream runs a
+// collective beside it, and only then. TwoShardedChunks, link 0.1 s + 1 MB/s (a gather or a
+// reduction 1.1 s). Without it: G0 0-1.1, G1 1.1-2.2; F0.0 1.1-2.1, F1.0 2.2-3.2, B1.0 3.2-5.2,
+// B0.0 5.2-7.2 with RS1 5.2-6.3 beside it, RS0 7.2-8.3. With it, by hand: G0 overlaps nothing
+// (F0.0 waits for it). F0.0 does 1.1 / 1.25 = 0.88 s of work while G1 runs, the last 0.12 s alone:
+// done at 2.32. F1.0 2.32-3.32, B1.0 3.32-5.32 (nothing in flight). B0.0 does 0.88 s during RS1
+// (5.32-6.42), 1.12 s after: done at 7.54; RS0 7.54-8.64, which nothing overlaps.
+TEST(SimulatorTest, CollectivesSlowTheComputationTheyOverlap) {
+  const Schedule s = Schedule::Parse(
+      "schedule t pp=1 v=2 m=1 u=0\n"
+      "rank 0: G0 G1 F0.0 F1.0 B1.0 RS1 B0.0 RS0 OPT\n");
+  CostModel c = TwoShardedChunks();
+  c.intra = {0.1, 1e6};
+  EXPECT_NEAR(Simulate(s, c).step_s, 8.3, 1e-9);
+  c.overlap_slowdown = 0.25;
+  const SimResult r = Simulate(s, c);
+  EXPECT_NEAR(r.step_s, 8.64, 1e-9);
+  for (const SimEvent& e : r.events) {
+    if (e.name == "F0.0") EXPECT_NEAR(e.end_s, 2.32, 1e-9);
+    if (e.name == "B0.0") EXPECT_NEAR(e.end_s, 7.54, 1e-9);
+    if (e.name == "RS0") EXPECT_NEAR(e.start_s, 7.54, 1e-9);
+  }
+  EXPECT_NEAR(r.busy_s[0], 6 + 2 * 0.22, 1e-9);  // 6 s of work; each overlap of 1.1 s did 0.88 s of it
+  // A gather waited on at once overlaps no computation: the at-once program pays nothing.
+  const Schedule at_once = Schedule::Parse(
+      "schedule t pp=1 v=2 m=1 u=0\n"
+      "rank 0: G0 F0.0 G1 F1.0 B1.0 G0 B0.0 OPT\n");
+  EXPECT_NEAR(Simulate(at_once, c).step_s, 3 * 1.1 + 2 * 1 + 2 * 2, 1e-9);
+  // An offloaded shard's staging (0.5 s of PCIe/NVMe before each gather's 1.1 s collective) takes no
+  // SMs: G1 stages 1.6-2.1 and gathers 2.1-3.2, so F0.0 (from 1.6, when G0 lands) does 0.5 s alone
+  // and its last 0.5 s at 1/1.25 the speed: done at 2.725.
+  c.gather_staging_s_per_byte = 0.5 / 1e6;  // a rank's shard: 2 MB / 2
+  for (const SimEvent& e : Simulate(s, c).events) {
+    if (e.name == "F0.0") EXPECT_NEAR(e.end_s, 2.725, 1e-9);
+  }
+}
+
 // The executor's work per reduction (reduce_handling_s_per_byte) lands on the compute stream after
 // the backward, once per RS in the program: 3 reductions of a 2 MB chunk at 0.1 us a byte add
 // 3 x 0.2 s; with zero = 1 the RS itself moves nothing. A reduction every micro-batch (as ZeRO-3's)

@@ -153,6 +153,9 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   if (r.Has("comm_cpu_us_per_message")) {
     h.comm_cpu_s_per_message = r.Number("comm_cpu_us_per_message", 0, 1e6) * 1e-6;
   }
+  if (r.Has("overlap_compute_slowdown")) {
+    h.overlap_compute_slowdown = r.Number("overlap_compute_slowdown", 0, 10);
+  }
   h.allreduce_algorithm = r.String("allreduce_algorithm", "auto");
   if (h.allreduce_algorithm != "ring" && h.allreduce_algorithm != "tree" && h.allreduce_algorithm != "auto") {
     r.Fail("allreduce_algorithm", "\"" + h.allreduce_algorithm + "\"", "\"ring\", \"tree\" or \"auto\"");

@@ -63,6 +63,12 @@
 //                                takes each side, its size aside (a small message bounced between
 //                                two ranks: the transport's calls and wake-ups); a pipeline's
 //                                transfers pay it on both ranks
+//   overlap_compute_slowdown     optional, default 0: how much longer computation takes while a
+//                                collective of the comm stream runs beside it (NCCL's kernels take
+//                                SMs and memory bandwidth from the GEMMs they overlap): 0.189 is
+//                                +18.9%, applied only to the compute that overlaps prefetched
+//                                gathers and reductions; GPUs only (a CPU box's comm_cpu_gbps
+//                                charges its transport's copies instead)
 //   allreduce_algorithm          "ring", "tree" or "auto" (the faster of the two per call)
 //   host {memory_bandwidth_gbps, pcie_gbps, nvme_gbps[, capacity_gb][, adamw_mparams_per_s]}
 //                                for offload; memory bandwidth and capacity per NODE (shared by its
@@ -123,6 +129,7 @@ struct Hardware {
   double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
   double comm_cpu_s_per_message = 0;
+  double overlap_compute_slowdown = 0;
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
   std::string allreduce_algorithm = "auto";
   double host_bytes_per_s = 0;
