@@ -307,11 +307,14 @@ TEST(SimulatorTest, CollectivesSlowTheComputationTheyOverlap) {
   c.overlap_slowdown = 0.25;
   const SimResult r = Simulate(s, c);
   EXPECT_NEAR(r.step_s, 8.64, 1e-9);
+  int seen = 0;
   for (const SimEvent& e : r.events) {
-    if (e.name == "F0.0") EXPECT_NEAR(e.end_s, 2.32, 1e-9);
-    if (e.name == "B0.0") EXPECT_NEAR(e.end_s, 7.54, 1e-9);
-    if (e.name == "RS0") EXPECT_NEAR(e.start_s, 7.54, 1e-9);
+    const bool f = e.name == "F0.0", b = e.name == "B0.0", rs = e.name == "RS0";
+    if (f || b) EXPECT_NEAR(e.end_s, f ? 2.32 : 7.54, 1e-9) << e.name;
+    if (rs) EXPECT_NEAR(e.start_s, 7.54, 1e-9);
+    seen += f + b + rs;
   }
+  EXPECT_EQ(seen, 3);
   EXPECT_NEAR(r.busy_s[0], 6 + 2 * 0.22, 1e-9);  // 6 s of work; each overlap of 1.1 s did 0.88 s of it
   // A gather waited on at once overlaps no computation: the at-once program pays nothing.
   const Schedule at_once = Schedule::Parse(
@@ -322,9 +325,13 @@ TEST(SimulatorTest, CollectivesSlowTheComputationTheyOverlap) {
   // SMs: G1 stages 1.6-2.1 and gathers 2.1-3.2, so F0.0 (from 1.6, when G0 lands) does 0.5 s alone
   // and its last 0.5 s at 1/1.25 the speed: done at 2.725.
   c.gather_staging_s_per_byte = 0.5 / 1e6;  // a rank's shard: 2 MB / 2
+  seen = 0;
   for (const SimEvent& e : Simulate(s, c).events) {
-    if (e.name == "F0.0") EXPECT_NEAR(e.end_s, 2.725, 1e-9);
+    if (e.name != "F0.0") continue;
+    EXPECT_NEAR(e.end_s, 2.725, 1e-9);
+    ++seen;
   }
+  EXPECT_EQ(seen, 1);
 }
 
 // The executor's work per reduction (reduce_handling_s_per_byte) lands on the compute stream after
