@@ -35,6 +35,12 @@ struct Work {
   enum class Part { kWhole, kCompute, kWait } part = Part::kWhole;
 };
 
+// The send action of a transfer, as the trace names it.
+std::string TransferName(const Key& k) {
+  const ActionKind kind = std::get<0>(k) ? ActionKind::kSendGrad : ActionKind::kSendAct;
+  return Action{kind, std::get<3>(k), std::get<4>(k), std::get<2>(k)}.ToString();
+}
+
 // Whether the gather at actions[at] is waited on at once: the next computation in the program is
 // of the gathered chunk (no computation stands between them to overlap).
 bool WaitedAtOnce(const std::vector<Action>& actions, size_t at) {
@@ -86,7 +92,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     std::map<int, double> at_once_ready;  // chunks whose latest gather is waited on at once
     std::set<int> reduced;                // chunks reduced at least once this step
     std::map<std::pair<int, int>, double> act_ready, grad_ready;  // (own chunk, mb) -> arrival
-    std::map<std::pair<int, int>, Key> act_posted, grad_posted;   // posted receives not yet arrived
+    // Posted receives not yet arrived: the transfer's key and when the receive was posted.
+    std::map<std::pair<int, int>, std::pair<Key, double>> act_posted, grad_posted;
     double gather_bytes = 0, reduce_bytes = 0, p2p_bytes = 0, blocking_gather_s = 0;
     std::deque<Work> queue;
     std::deque<Comm> comm;  // load_dependent: issued, not yet finished
@@ -97,7 +104,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
     double computation_start = 0;  // of a computation split into compute and a blocking wait
   };
   std::vector<R> st(pp);
-  std::map<Key, double> arrivals;
+  std::map<Key, double> sent;  // transfer -> when its send was issued
   SimResult res;
 
   // Takes the rank's next action off its program: communication is issued at once, computation
@@ -239,20 +246,24 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         break;
       case ActionKind::kSendAct:
       case ActionKind::kSendGrad: {
-        const double arrive = x.t + cost.inter.Time(cost.activation_bytes);
-        arrivals[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = arrive;
+        sent[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = x.t;
         x.p2p_bytes += cost.activation_bytes;
-        res.events.push_back({r, name, "p2p", x.t, arrive});
         steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2);
         break;
       }
       case ActionKind::kRecvAct:
       case ActionKind::kRecvGrad: {
         steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2);  // the receiving side's copies and calls
-        // A receive only posts: the computation that consumes it waits for the arrival.
+        // A receive only posts: the computation that consumes it waits for the arrival. The data
+        // moves once both sides are there (Gloo's and NCCL's point-to-point are rendezvous: a send
+        // waits for its receive to be posted). A gradient's receive is posted with the forward
+        // whose output it belongs to (the executor does, as Megatron's send_forward_recv_backward
+        // does), so it is always there before the send; an activation's is posted here.
         const int sender_stage = a.chunk * s.pp + a.peer;
         const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;
-        (IsGrad(a.kind) ? x.grad_posted : x.act_posted)[{mine / s.pp, a.mb}] = Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb};
+        const double posted_at = IsGrad(a.kind) ? -kPending : x.t;
+        (IsGrad(a.kind) ? x.grad_posted : x.act_posted)[{mine / s.pp, a.mb}] = {
+            Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb}, posted_at};
         break;
       }
       case ActionKind::kOptimizerStep: {
@@ -287,10 +298,16 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       const std::pair<int, int> cm{w.chunk, w.mb};
       auto p = posted.find(cm);
       if (p != posted.end()) {
-        auto it = arrivals.find(p->second);
-        if (it == arrivals.end()) return -1;
-        got[cm] = it->second;
-        arrivals.erase(it);
+        auto it = sent.find(p->second.first);
+        if (it == sent.end()) return -1;
+        // A send that waited for its receive starts when the receive's notice reaches the sender
+        // (one message latency), then takes the transfer's own time.
+        const double send_at = it->second, posted_at = p->second.second;
+        const double start = posted_at + cost.inter.alpha_s > send_at ? posted_at + cost.inter.alpha_s : send_at;
+        got[cm] = start + cost.inter.Time(cost.activation_bytes);
+        const int sender = std::get<1>(it->first);
+        res.events.push_back({sender, TransferName(it->first), "p2p", send_at, got[cm]});
+        sent.erase(it);
         posted.erase(p);
       }
       if (got.count(cm)) at = std::max(at, got[cm]);

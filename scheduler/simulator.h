@@ -3,8 +3,10 @@
 // Per rank, compute actions run in program order on one compute stream (a receive only posts: the
 // forward or backward consuming it waits for its arrival); gathers and gradient
 // reductions run on a comm stream (issued in program order, overlapping compute; a computation
-// waits for its chunk's gather). Transfers between pipeline ranks are asynchronous sends arriving
-// alpha + bytes/beta later over the inter-stage link; gathers and reductions move
+// waits for its chunk's gather). Transfers between pipeline ranks are asynchronous sends that move
+// once their receive is posted (rendezvous, as Gloo's and NCCL's point-to-point do: a receive
+// posted after its send costs one more latency, the notice to the sender), arriving alpha +
+// bytes/beta after that over the inter-stage link; gathers and reductions move
 // bytes*(zero-1)/zero over the intra-stage link. Costs are per pipeline stage: a chunk of a rank
 // with v chunks costs 1/v of them.
 //

@@ -359,6 +359,35 @@ TEST(SimulatorTest, ReductionHandlingFollowsTheProgramsReductions) {
   EXPECT_DOUBLE_EQ(Simulate(per_step, c).step_s, 2 * 9 + 2 * 0.5);
 }
 
+// A transfer moves once both sides are there. GPipe(2, 2) with F 1 s, B 2 s and a link of 0.5 s
+// per message: rank 1 posts F0.0's receive at 0, before rank 0 sends (at 1), so it arrives at 1.5
+// as with an eager send; it posts F0.1's at 2.5, after F0.0, though rank 0 sent at 2, so the send
+// starts when that notice reaches rank 0 (3.0) and arrives at 3.5, where an eager send arrived at
+// 2.5. Rank 1 then computes F0.1 3.5-4.5 and its backwards 4.5-8.5, whose gradients (receives
+// posted with the forwards) arrive at 7.0 and 9.0: rank 0's backwards run 7-11.
+TEST(SimulatorTest, TransfersStartWhenBothSidesArePosted) {
+  CostModel c = Uniform();
+  c.activation_bytes = 1;
+  c.inter.alpha_s = 0.5;
+  const SimResult r = Simulate(GPipe(2, 2), c);
+  EXPECT_DOUBLE_EQ(r.step_s, 11);
+  int checked = 0;
+  for (const TraceEvent& e : r.events) {
+    if (e.name == "SA0.0>1") {
+      EXPECT_DOUBLE_EQ(e.end_s, 1.5);
+      ++checked;
+    } else if (e.name == "SA0.1>1") {
+      EXPECT_DOUBLE_EQ(e.start_s, 2);
+      EXPECT_DOUBLE_EQ(e.end_s, 3.5);
+      ++checked;
+    } else if (e.name == "F0.1" && e.rank == 1) {
+      EXPECT_DOUBLE_EQ(e.start_s, 3.5);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3);
+}
+
 TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
   SimResult r = Simulate(OneFOneB(2, 2), Uniform());
   std::string json = r.ChromeTraceJson();
