@@ -303,7 +303,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         // A send that waited for its receive starts when the receive's notice reaches the sender
         // (one message latency), then takes the transfer's own time.
         const double send_at = it->second, posted_at = p->second.second;
-        const double start = posted_at + cost.inter.alpha_s > send_at ? posted_at + cost.inter.alpha_s : send_at;
+        const double start = std::max(send_at, posted_at + cost.inter.alpha_s);
         got[cm] = start + cost.inter.Time(cost.activation_bytes);
         const int sender = std::get<1>(it->first);
         res.events.push_back({sender, TransferName(it->first), "p2p", send_at, got[cm]});
