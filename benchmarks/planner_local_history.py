@@ -4,7 +4,7 @@
 Each argument is LABEL=TSV: one run's step-time rows (layout, measured_s, predicted_s), as
 planner_local.py --rows-tsv writes them after predicting that run's measurements with that run's
 own calibration (benchmarks/planner-local.sh --history). Prints, per run, the rows within 10% and
-the mean |error|; per layout, its prediction/measurement over the runs (mean, spread, range,
+the mean |error|; per layout, its prediction/measurement over the runs (mean, median, spread, range,
 misses); and how many misses per run the spread alone would give (each layout's ratio normal
 around 1.0 with its observed spread) beside those the spread and the bias together give (around
 its observed mean), against the misses observed. The last RESULT line is the share of all rows
@@ -48,13 +48,16 @@ def main(argv):
         print(f"{label:8s} {len(ratios):5d} {ok:6d} {mean:9.3f}  {worst[0]} {worst[1]:.3f}x")
         total, within = total + len(ratios), within + ok
     print()
-    print(f"{'layout':38s} {'runs':>4s} {'mean':>6s} {'sd':>6s} {'min':>6s} {'max':>6s} {'misses':>6s}")
+    # The median beside the mean: one outlying calibration (r50's rows were 19-57% slow) moves every
+    # layout's mean and spread, not its median.
+    print(f"{'layout':38s} {'runs':>4s} {'mean':>6s} {'median':>6s} {'sd':>6s} {'min':>6s} {'max':>6s} {'misses':>6s}")
     spread_only = with_bias = 0.0
     for name, rs in sorted(by_layout.items(), key=lambda kv: statistics.fmean(kv[1])):
         mu = statistics.fmean(rs)
         sd = statistics.pstdev(rs)
         misses = sum(abs(r - 1) > BOUND for r in rs)
-        print(f"{name:38s} {len(rs):4d} {mu:6.3f} {sd:6.3f} {min(rs):6.3f} {max(rs):6.3f} {misses:6d}")
+        print(f"{name:38s} {len(rs):4d} {mu:6.3f} {statistics.median(rs):6.3f} {sd:6.3f} {min(rs):6.3f} "
+              f"{max(rs):6.3f} {misses:6d}")
         spread_only += outside(1.0, sd)
         with_bias += outside(mu, sd)
     n = len(runs)

@@ -1,5 +1,5 @@
 """benchmarks/planner_local_history.py: rows within 10% per run and in all, each layout's mean,
-spread and misses over the runs, and the expected misses from a normal spread, against values worked
+median, spread and misses over the runs, and the expected misses from a normal spread, against values worked
 out by hand; arguments that are not LABEL=TSV are refused with a nonzero exit."""
 import math
 import os
@@ -17,8 +17,9 @@ def run(*args):
 
 def main():
     with tempfile.TemporaryDirectory() as d:
-        # Layout a: 0.95x and 0.85x (one miss; mean 0.9, sd 0.05); layout b: 1.0x and 1.0x.
-        runs = {"r1": [("a", 1.0, 0.95), ("b", 2.0, 2.0)], "r2": [("a", 1.0, 0.85), ("b", 4.0, 4.0)]}
+        # Layout a: 0.95x, 0.85x and 0.93x (one miss; mean 0.91, median 0.93); layout b: 1.0x three times.
+        runs = {"r1": [("a", 1.0, 0.95), ("b", 2.0, 2.0)], "r2": [("a", 1.0, 0.85), ("b", 4.0, 4.0)],
+                "r3": [("a", 2.0, 1.86), ("b", 1.0, 1.0)]}
         args = []
         for label, rows in runs.items():
             path = os.path.join(d, label + ".tsv")
@@ -30,18 +31,21 @@ def main():
         lines = out.splitlines()
         assert any(l.split()[:4] == ["r1", "2", "2", "0.025"] for l in lines), out  # |err| 0.05 and 0
         assert any(l.split()[:4] == ["r2", "2", "1", "0.075"] for l in lines), out  # 0.15 and 0
+        assert any(l.split()[:4] == ["r3", "2", "2", "0.035"] for l in lines), out  # 0.07 and 0
+        # a: deviations from 0.91 of +0.04, -0.06, +0.02: sd sqrt(0.0056 / 3) = 0.0432.
+        sd = math.sqrt(0.0056 / 3)
         a = next(l.split() for l in lines if l.startswith("a "))
-        assert a[1:] == ["2", "0.900", "0.050", "0.850", "0.950", "1"], a
+        assert a[1:] == ["3", "0.910", "0.930", f"{sd:.3f}", "0.850", "0.950", "1"], a
         b = next(l.split() for l in lines if l.startswith("b "))
-        assert b[1:] == ["2", "1.000", "0.000", "1.000", "1.000", "0"], b
-        # Spread alone: a's N(1, 0.05) falls outside +-0.1 with 2 * Phi(-2) = 0.0455, b's never;
-        # around its mean a's N(0.9, 0.05) does with Phi(0) + 1 - Phi(4) = 0.5000.
+        assert b[1:] == ["3", "1.000", "1.000", "0.000", "1.000", "1.000", "0"], b
+        # Spread alone: a's N(1, sd) falls outside +-0.1 with 2 * Phi(-0.1 / sd), b's never; around
+        # its mean a's N(0.91, sd) does with Phi(-0.01 / sd) + 1 - Phi(0.19 / sd).
         phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))
-        spread, bias = 2 * phi(-2), phi(0) + 1 - phi(4)
-        assert (f"observed 0.50; expected from each layout's spread alone (centred on 1.0) {spread:.2f}; "
+        spread, bias = 2 * phi(-0.1 / sd), phi(-0.01 / sd) + 1 - phi(0.19 / sd)
+        assert (f"observed 0.33; expected from each layout's spread alone (centred on 1.0) {spread:.2f}; "
                 f"from its spread around its mean {bias:.2f}") in out, out
-        assert "3 of 4 rows within 10%" in out, out
-        assert "history_step_time_share_within_10pct=0.750 " in out and out.rstrip().endswith("MISSED"), out
+        assert "5 of 6 rows within 10%" in out, out
+        assert "history_step_time_share_within_10pct=0.833 " in out and out.rstrip().endswith("MISSED"), out
     code, out = run("no-label")
     assert code != 0 and "expected LABEL=TSV" in out, out
     print("ok")
