@@ -49,7 +49,7 @@ def main(argv):
         total, within = total + len(ratios), within + ok
     print()
     # The median beside the mean: one outlying calibration (r50's rows were 19-57% slow) moves every
-    # layout's mean and spread, not its median.
+    # layout's mean and spread, its median barely.
     print(f"{'layout':38s} {'runs':>4s} {'mean':>6s} {'median':>6s} {'sd':>6s} {'min':>6s} {'max':>6s} {'misses':>6s}")
     spread_only = with_bias = 0.0
     for name, rs in sorted(by_layout.items(), key=lambda kv: statistics.fmean(kv[1])):
