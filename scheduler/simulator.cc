@@ -261,7 +261,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         // does), so it is always there before the send; an activation's is posted here.
         const int sender_stage = a.chunk * s.pp + a.peer;
         const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;
-        const double posted_at = IsGrad(a.kind) ? -kPending : x.t;
+        constexpr double kWithItsForward = -std::numeric_limits<double>::infinity();  // before any send
+        const double posted_at = IsGrad(a.kind) ? kWithItsForward : x.t;
         (IsGrad(a.kind) ? x.grad_posted : x.act_posted)[{mine / s.pp, a.mb}] = {
             Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb}, posted_at};
         break;
