@@ -3,14 +3,20 @@
 // --max-bytes it prints time per operation, algorithm bandwidth (S/t), bus bandwidth (algbw times
 // the algorithm's factor), bytes sent per rank from zeropp's counters, and bytes actually put on
 // the loopback interface per rank (from /proc/net/dev), beside the loopback TCP bound measured in
-// the same run. Ends with RESULT lines.
+// the same run. Ends with RESULT lines. Also prints P2P_CPU (the CPU one small point-to-point
+// message takes each side). With --comm-cpu-only it prints only COMM_CPU: the compute a rank loses
+// per byte it sends in bulk ring collectives (MeasureCommCpu).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +25,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,11 +49,89 @@ struct Row {
   double wire_per_rank;
 };
 
+// What bulk communication costs the computation beside it on a CPU box: the compute a rank loses
+// per byte it sends, as the planner charges it (comm_cpu_gbps: bytes per second of lost compute).
+// Every rank multiplies 256 x 256 matrices on its main thread while a second thread runs ring
+// all-gathers and reduce-scatters of 1, 4 and 16 MiB (up to max_bytes), 64 MiB of each size; the
+// multiplications go on for as long again after the communication ends. Run with as many ranks as
+// training puts on the box, every core stays busy computing, so the box's cores lose cores x
+// (1 - r_with / r_after) x the communication's time, r being the ranks' summed rate of
+// multiplications while it runs and after: the communication's threads, wake-ups and copies, the
+// kernel's network stack included. Both rates come from the same few seconds, so the box's drift
+// (several percent a minute here) mostly cancels. Nine passes; rank 0 prints the median pass's bytes
+// sent per second of lost compute.
+void MeasureCommCpu(Communicator& ring, int64_t max_bytes) {
+  const int n = ring.size();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::pair<at::Tensor, at::Tensor>> bufs;  // (gathered, shard) per size
+  for (int64_t bytes = 1 << 20; bytes <= std::min<int64_t>(max_bytes, 16 << 20); bytes *= 4) {
+    bufs.emplace_back(at::zeros({bytes / 4 / n * n}), at::full({bytes / 4 / n}, 1.0f));
+  }
+  if (bufs.empty()) return;
+  auto communicate = [&] {
+    for (auto& [full, shard] : bufs) {
+      const int64_t iters = std::max<int64_t>(1, (64ll << 20) / full.nbytes());
+      for (int64_t k = 0; k < iters; ++k) {
+        ring.AllGather(full, shard)->Wait();
+        ring.ReduceScatter(shard, full)->Wait();
+      }
+    }
+  };
+  const at::Tensor a = at::full({256, 256}, 0.5f), b = at::full({256, 256}, 0.25f);
+  communicate();  // warm-up
+  const auto sent = [&] {
+    return ring.Stats()[OpKind::kAllGather].bytes_sent + ring.Stats()[OpKind::kReduceScatter].bytes_sent;
+  };
+  constexpr int kPasses = 9;
+  std::vector<double> rates;  // per pass: bytes sent per second of compute lost
+  double comm_total = 0, lost_total = 0, bytes_total = 0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    ring.Barrier()->Wait();
+    const auto sent0 = sent();
+    std::atomic<bool> done{false};
+    const auto t0 = Clock::now();
+    std::thread comm([&] {
+      communicate();
+      done = true;
+    });
+    int64_t with = 0, after = 0;
+    while (!done) (void)at::mm(a, b), ++with;
+    const double comm_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    comm.join();
+    const auto t1 = Clock::now();
+    double after_s = 0;
+    while (after_s < comm_s) {
+      (void)at::mm(a, b), ++after;
+      after_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    }
+    // The ranks' summed rates (multiplications per second) with the communication and after it.
+    at::Tensor r = at::tensor({with / comm_s, after / after_s, comm_s}, at::kDouble);
+    ring.AllReduce(r)->Wait();
+    const double r_with = r[0].item<double>(), r_after = r[1].item<double>(), secs = r[2].item<double>() / n;
+    const double lost = cores * std::max(0.0, 1 - r_with / r_after) * secs;
+    const double pass_bytes = static_cast<double>(sent() - sent0) * n;  // a ring: every rank sends the same
+    rates.push_back(lost > 0 ? pass_bytes / lost : 0.0);
+    comm_total += secs, lost_total += lost, bytes_total += pass_bytes;
+  }
+  std::sort(rates.begin(), rates.end());
+  const double rate = rates[kPasses / 2];
+  if (ring.rank() == 0) {
+    std::printf("COMM_CPU gbps=%.4f ns_per_byte=%.3f (%d ranks on %u cores computing 256x256 products: ring all-gathers "
+                "and reduce-scatters of 1-%lld MiB, %.0f B sent in %.2f s a pass, took %.2f core-s of their compute; the "
+                "median of %d passes, of %.3f-%.3f GB/s)\n",
+                rate / 1e9, rate > 0 ? 1e9 / rate : 0.0, n, cores,
+                static_cast<long long>(std::min<int64_t>(max_bytes, 16 << 20) >> 20), bytes_total / kPasses,
+                comm_total / kPasses, lost_total / kPasses, kPasses, rates.front() / 1e9, rates.back() / 1e9);
+    std::fflush(stdout);
+  }
+}
 
 int Main(int argc, char** argv) {
   int64_t max_bytes = 256ll << 20;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--max-bytes") == 0) max_bytes = std::atoll(argv[i + 1]);
+  bool comm_cpu_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (i + 1 < argc && std::strcmp(argv[i], "--max-bytes") == 0) max_bytes = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--comm-cpu-only") == 0) comm_cpu_only = true;
   }
   DistEnv env = DistEnv::FromEnvironment();
   const int n = env.world_size;
@@ -64,6 +149,11 @@ int Main(int argc, char** argv) {
                                   env.rank, n, opts.comm.timeout),
                       native_opts);
   const bool lead = env.rank == 0;
+  if (comm_cpu_only) {
+    MeasureCommCpu(ring, max_bytes);
+    ring.Barrier()->Wait();
+    return 0;
+  }
   double loopback = 0;  // the bound: best of three single-stream loopback transfers
   for (int k = 0; lead && k < 3; ++k) loopback = std::max(loopback, cli::MeasureLoopbackBytesPerSec(1ll << 30, 1 << 20));
   // More ranks than cores: ranks share cores, so times and bandwidths mean less; every RESULT line

@@ -10,6 +10,10 @@
 #   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
 #   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
 #     latency from the 1 KiB time);
+#   - what communication costs the computation beside it (comm_cpu_gbps): 4 ranks, 2 per core as
+#     the validated layouts run, multiplying matrices while ring all-gathers and reduce-scatters of
+#     1-16 MiB run on a second thread, their rate with it and after it compared (collectives_bench
+#     --comm-cpu-only); the bytes sent per second of compute lost;
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
 #   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
@@ -68,6 +72,11 @@ grid="$(bazel-bin/benchmarks/linear_grid --threads 1 --tokens $GRID_TOKENS --dim
 echo "calibrate: linear GEMM grid, tokens {$GRID_TOKENS} x in, out {$GRID_DIMS}: $(grep -c GRID <<<"$grid") measured"
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
+# The compute a rank loses per byte it sends, with twice as many ranks as cores all computing (as the
+# validated layouts run: 4 ranks on this 2-core box).
+comm_cpu="$(bazel-bin/tools/launcher --nproc-per-node 4 -- bazel-bin/benchmarks/collectives_bench --comm-cpu-only \
+  --max-bytes 16777216 2>&1)"
+echo "$comm_cpu" | grep 'COMM_CPU' | sed 's/^\[rank 0\] */calibrate: /'
 # The two-node links, loaded (one busy thread per rank while the 4 ranks run the sweep) and idle,
 # 5 sweeps each (the per-size median is fitted; with 3, the fitted latency moved 1.5x between
 # calibrations). A pass over 2x the fastest one was disturbed: it is set aside and another measured,
@@ -126,6 +135,7 @@ grid = """$grid"""
 grid_tokens = [int(x) for x in "$GRID_TOKENS".split(",")]
 grid_dims = [int(x) for x in "$GRID_DIMS".split(",")]
 coll = """$coll"""
+comm_cpu = """$comm_cpu"""
 veth = """$veth"""
 veth_idle = """$veth_idle"""
 shaped = """$shaped"""
@@ -179,6 +189,10 @@ msg = re.search(r"P2P_CPU cpu_us_per_message=([0-9.]+)", coll)
 if not msg:
     sys.exit("calibrate: collectives_bench printed no P2P_CPU line")
 msg_us = float(msg.group(1))
+lost = re.search(r"COMM_CPU gbps=([0-9.]+)", comm_cpu)
+if not lost or float(lost.group(1)) <= 0:
+    sys.exit("calibrate: collectives_bench --comm-cpu-only printed no COMM_CPU line with a rate above 0")
+comm_cpu_gbps = round(float(lost.group(1)), 4)
 bus = max(float(r[2]) for r in rows)
 lat = min(float(r[1]) for r in rows if int(r[0]) <= 4096) * 1e-6
 hw = {
@@ -187,14 +201,17 @@ hw = {
             "to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's forward, "
             "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
             "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
-            "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps = that loopback busbw; "
+            "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps %.3f: bytes a rank sends per "
+            "second of compute it loses to them (4 ranks computing 256x256 products while ring all-gathers and "
+            "reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); "
             "comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU per message); two "
             "nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute error) with one "
             "busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f GB/s bus, %.0f / "
             "%.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, %.0f / %.0f us; "
             "offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
-               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, msg_us, shaped_gbps, shaped_idle_gbps, shaped_us,
+               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, comm_cpu_gbps, msg_us, shaped_gbps,
+               shaped_idle_gbps, shaped_us,
                shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),
   "devices_per_node": 2,
   "shared_compute_units": 2,
@@ -206,7 +223,7 @@ hw = {
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
   "inter_node_idle": {"bandwidth_gbps": shaped_idle_gbps, "latency_us": shaped_idle_us, "efficiency": 1.0},
-  "comm_cpu_gbps": bus,
+  "comm_cpu_gbps": comm_cpu_gbps,
   "comm_cpu_us_per_message": msg_us,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "veth_unshaped_idle": {"bandwidth_gbps": veth_idle_gbps, "latency_us": veth_idle_us},

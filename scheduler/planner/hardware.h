@@ -56,9 +56,13 @@
 //                                once, their gather waits fitted. Default: intra_node_oversubscribed
 //   oversubscribed_compute_factor optional, CPU boxes, default 1: how much slower a core's compute
 //                                runs while twice as many ranks as cores compute (switching, caches)
-//   comm_cpu_gbps                optional, CPU boxes: bytes per second one core moves through the
-//                                transport (an unloaded loopback ring, one rank per core); sets the
-//                                compute a rank loses per byte it communicates. Default: intra_node
+//   comm_cpu_gbps                optional, CPU boxes: bytes a rank sends per second of compute it
+//                                loses to the transport (its threads, wake-ups and copies, the
+//                                kernel's included); sets the compute a rank loses per byte it
+//                                communicates. ./zpp calibrate measures it with the box's ranks all
+//                                computing (collectives_bench --comm-cpu-only; descriptions before
+//                                2026-11-25 took the unloaded loopback ring's bus bandwidth).
+//                                Default: intra_node
 //   comm_cpu_us_per_message      optional, CPU boxes, default 0: the CPU one point-to-point message
 //                                takes each side, its size aside (a small message bounced between
 //                                two ranks: the transport's calls and wake-ups); a pipeline's

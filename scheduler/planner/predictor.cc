@@ -217,8 +217,8 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     c.reduce_staging_s_per_byte = pcie + nvme;
     c.reduce_accumulate_s_per_byte = nvme;
   }
-  // On a CPU box the transport's copies run on the compute cores: the unloaded loopback bus
-  // bandwidth the calibration measured is what one core copies.
+  // On a CPU box the transport runs on the compute cores: each byte a rank sends costs it the
+  // compute the calibration measured per byte (Hardware::comm_cpu_bytes_per_s).
   const double share = ComputeShare(hw, devices_on_box);
   if (hw.shared_compute_units > 0) {
     c.comm_cpu_s_per_byte = 1 / hw.CommCpuBytesPerSecond();
