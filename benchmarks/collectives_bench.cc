@@ -95,13 +95,17 @@ void MeasureCommCpu(Communicator& ring, int64_t max_bytes) {
       done = true;
     });
     int64_t with = 0, after = 0;
-    while (!done) (void)at::mm(a, b), ++with;
+    while (!done) {
+      (void)at::mm(a, b);
+      ++with;
+    }
     const double comm_s = std::chrono::duration<double>(Clock::now() - t0).count();
     comm.join();
     const auto t1 = Clock::now();
     double after_s = 0;
     while (after_s < comm_s) {
-      (void)at::mm(a, b), ++after;
+      (void)at::mm(a, b);
+      ++after;
       after_s = std::chrono::duration<double>(Clock::now() - t1).count();
     }
     // The ranks' summed rates (multiplications per second) with the communication and after it.

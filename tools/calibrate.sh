@@ -202,7 +202,7 @@ hw = {
             "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
             "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
             "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps %.3f: bytes a rank sends per "
-            "second of compute it loses to them (4 ranks computing 256x256 products while ring all-gathers and "
+            "second of compute the sending costs it (4 ranks computing 256x256 products while ring all-gathers and "
             "reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); "
             "comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU per message); two "
             "nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute error) with one "
