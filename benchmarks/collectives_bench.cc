@@ -23,6 +23,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <limits>
 #include <string>
 #include <thread>
 #include <utility>
@@ -54,7 +55,7 @@ struct Row {
 // Every rank multiplies 256 x 256 matrices on its main thread while a second thread runs ring
 // all-gathers and reduce-scatters of 1, 4 and 16 MiB (up to max_bytes), 64 MiB of each size; the
 // multiplications go on for as long again after the communication ends. Run with as many ranks as
-// training puts on the box, every core stays busy computing, so the box's cores lose cores x
+// training puts on the box, the cores computing (one per rank at most) lose their number x
 // (1 - r_with / r_after) x the communication's time, r being the ranks' summed rate of
 // multiplications while it runs and after: the communication's threads, wake-ups and copies, the
 // kernel's network stack included. Both rates come from the same few seconds, so the box's drift
@@ -63,6 +64,7 @@ struct Row {
 void MeasureCommCpu(Communicator& ring, int64_t max_bytes) {
   const int n = ring.size();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double computing = std::min<double>(cores, n);  // one compute thread per rank
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;  // (gathered, shard) per size
   for (int64_t bytes = 1 << 20; bytes <= std::min<int64_t>(max_bytes, 16 << 20); bytes *= 4) {
     bufs.emplace_back(at::zeros({bytes / 4 / n * n}), at::full({bytes / 4 / n}, 1.0f));
@@ -112,9 +114,10 @@ void MeasureCommCpu(Communicator& ring, int64_t max_bytes) {
     at::Tensor r = at::tensor({with / comm_s, after / after_s, comm_s}, at::kDouble);
     ring.AllReduce(r)->Wait();
     const double r_with = r[0].item<double>(), r_after = r[1].item<double>(), secs = r[2].item<double>() / n;
-    const double lost = cores * std::max(0.0, 1 - r_with / r_after) * secs;
+    const double lost = computing * std::max(0.0, 1 - r_with / r_after) * secs;
     const double pass_bytes = static_cast<double>(sent() - sent0) * n;  // a ring: every rank sends the same
-    rates.push_back(lost > 0 ? pass_bytes / lost : 0.0);
+    // A pass that lost no compute (spare cores ran the communication): an unbounded rate.
+    rates.push_back(lost > 0 ? pass_bytes / lost : std::numeric_limits<double>::infinity());
     comm_total += secs, lost_total += lost, bytes_total += pass_bytes;
   }
   std::sort(rates.begin(), rates.end());
@@ -123,7 +126,7 @@ void MeasureCommCpu(Communicator& ring, int64_t max_bytes) {
     std::printf("COMM_CPU gbps=%.4f ns_per_byte=%.3f (%d ranks on %u cores computing 256x256 products: ring all-gathers "
                 "and reduce-scatters of 1-%lld MiB, %.0f B sent in %.2f s a pass, took %.2f core-s of their compute; the "
                 "median of %d passes, of %.3f-%.3f GB/s)\n",
-                rate / 1e9, rate > 0 ? 1e9 / rate : 0.0, n, cores,
+                rate / 1e9, 1e9 / rate, n, cores,
                 static_cast<long long>(std::min<int64_t>(max_bytes, 16 << 20) >> 20), bytes_total / kPasses,
                 comm_total / kPasses, lost_total / kPasses, kPasses, rates.front() / 1e9, rates.back() / 1e9);
     std::fflush(stdout);
