@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/calibrate.sh refuses bad arguments with one line and exit 2 before measuring anything (a
 # flag-like or second argument, an output in a missing directory or onto a directory), and writes
-# nothing.
+# nothing; so does tools/calibrate_pairs.sh (a missing description, a malformed --sweep).
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 CAL="$(readlink -f "$RUNFILES/tools/calibrate.sh")"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -21,5 +21,27 @@ check "calibrate: got '--bogus', $usage" --bogus
 check "calibrate: got '$T/a.json $T/b.json', $usage" "$T/a.json" "$T/b.json"
 check "calibrate: OUT.json: got '$T/missing/x.json', expected a file in an existing directory" "$T/missing/x.json"
 check "calibrate: OUT.json: got '$T', expected a file in an existing directory" "$T"
+# tools/calibrate_pairs.sh (calibrate's last step; --sweep, its diagnostic) likewise.
+PAIRS="$(readlink -f "$RUNFILES/tools/calibrate_pairs.sh")"
+HW="$T/hw.json"
+echo '{"shared_compute_units": 2}' >"$HW"
+check_pairs() {  # EXPECTED_LINE ARGS...
+  local want="$1"; shift
+  local out rc
+  out="$(bash "$PAIRS" "$@" 2>&1)"; rc=$?
+  if [[ $rc -eq 2 && "$out" == "$want" ]]; then
+    echo "PASS: calibrate_pairs $*"
+  else
+    echo "FAIL: calibrate_pairs $* (rc=$rc): $out"; fails=$((fails + 1))
+  fi
+}
+check_pairs "calibrate_pairs: '$T/none.json' does not exist (run ./zpp calibrate first)" "$T/none.json"
+sweep="expected --sweep tp|gather WIDTHxCONTEXTxMB..."
+check_pairs "calibrate_pairs: got '--sweep tp' after HW.json, $sweep" "$HW" --sweep tp
+check_pairs "calibrate_pairs: got '--sweep allreduce 256x64x1' after HW.json, $sweep" "$HW" --sweep allreduce 256x64x1
+check_pairs "calibrate_pairs: got '--bogus' after HW.json, $sweep" "$HW" --bogus
+check_pairs "calibrate_pairs: --sweep shape: got '256x0x1', expected WIDTHxCONTEXTxMB (positive integers, e.g. 256x96x2)" \
+  "$HW" --sweep gather 256x64x1 256x0x1
+rm -f "$HW"
 if [[ -n "$(ls -A "$T" 2>/dev/null)" ]]; then echo "FAIL: files written: $(ls -A "$T")"; fails=$((fails + 1)); fi
 exit $((fails > 0))

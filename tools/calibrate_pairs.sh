@@ -9,7 +9,8 @@
 #     on at once, from two 2-rank ZeRO-3 jobs at once without prefetch (tools/train --prefetch 0),
 #     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s).
 # Each kind runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
-# ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs. The planner gives, for the same job, how the
+# ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs, each shape twice in turn (REPS), its wait the
+# mean over both runs' ranks. The planner gives, for the same job, how the
 # predicted time depends on the link (A * latency + B / bandwidth, A and B read off two predictions
 # with unit links: tp_collectives_s, or blocking_gather_s); latency and bandwidth are fitted by least
 # squares on relative error (tools/relative_fit.py), per kind.
@@ -23,8 +24,23 @@
 # (benchmarks/results/fsdp-in-1f1b-u1-gathers-2026-11-23.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT="${1:?usage: tools/calibrate_pairs.sh HW.json}"
+#
+# A diagnostic, writing nothing: tools/calibrate_pairs.sh HW.json --sweep tp|gather WIDTHxCONTEXTxMB...
+# prints, per shape, "kind width context micro_batch wait_s A B" (the measured wait per step and the
+# unit-link coefficients below), e.g. benchmarks/results/tp-wait-shapes-2026-11-25.txt.
+USAGE="usage: tools/calibrate_pairs.sh HW.json [--sweep tp|gather WIDTHxCONTEXTxMB...]"
+OUT="${1:?$USAGE}"
 [[ -f "$OUT" ]] || { echo "calibrate_pairs: '$OUT' does not exist (run ./zpp calibrate first)" >&2; exit 2; }
+SWEEP_KIND="" SWEEP_SHAPES=()
+if (($# > 1)); then
+  [[ "$2" == --sweep && ("${3:-}" == tp || "${3:-}" == gather) && $# -gt 3 ]] ||
+    { echo "calibrate_pairs: got '${*:2}' after HW.json, expected --sweep tp|gather WIDTHxCONTEXTxMB..." >&2; exit 2; }
+  SWEEP_KIND=$3 SWEEP_SHAPES=("${@:4}")
+  for s in "${SWEEP_SHAPES[@]}"; do
+    [[ "$s" =~ ^[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*$ ]] ||
+      { echo "calibrate_pairs: --sweep shape: got '$s', expected WIDTHxCONTEXTxMB (positive integers, e.g. 256x96x2)" >&2; exit 2; }
+  done
+fi
 bazel build //tools:launcher //tools:plan //tools:train //benchmarks/baseline_3d:train_3d >/dev/null 2>&1 ||
   bazel build //tools:launcher //tools:plan //tools:train //benchmarks/baseline_3d:train_3d
 UNITS=$(python3 -c "import json; print(int(json.load(open('$OUT')).get('shared_compute_units', 0)))" 2>/dev/null) ||
@@ -32,29 +48,33 @@ UNITS=$(python3 -c "import json; print(int(json.load(open('$OUT')).get('shared_c
 ((UNITS > 0)) ||
   { echo "calibrate_pairs: '$OUT': shared_compute_units is ${UNITS}, expected a CPU box's cores (> 0)" >&2; exit 2; }
 JOBS=$UNITS  # 2-rank jobs: twice as many ranks as cores
+REPS=2
 M=8 DEPTH=4 HEADS=4
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-pairs.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-# measure KIND WIDTH CONTEXT MICRO_BATCH: runs the JOBS jobs at once, prints the mean over their ranks
-# of the measured wait per step and the two unit-link coefficients.
+# measure KIND WIDTH CONTEXT MICRO_BATCH: runs the JOBS jobs at once, REPS times in turn, prints the
+# mean over their ranks of the measured wait per step and the two unit-link coefficients.
 measure() {
-  local kind=$1 width=$2 ctx=$3 mb=$4 j p wait_s link
-  local tag="$kind-$width-$ctx-$mb" pids=() coef=()
-  for ((j = 0; j < JOBS; j++)); do
-    if [[ $kind == tp ]]; then
-      set -- bazel-bin/benchmarks/baseline_3d/train_3d --tp 2
-    else
-      set -- bazel-bin/tools/train --prefetch 0 --profile
-    fi
-    timeout 900 bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29750 + j)) -- "$@" --width "$width" \
-      --depth $DEPTH --heads $HEADS --context "$ctx" --microbatches $M --micro-batch "$mb" --steps 6 --bench-warmup 2 \
-      --log-every 1000 --lr 3e-3 >"$WORK/$tag-$j.txt" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" || { echo "calibrate_pairs: a $kind job at width $width, context $ctx, micro-batch $mb failed:" >&2;
-                   tail -5 "$WORK/$tag"-*.txt >&2; exit 1; }
+  local kind=$1 width=$2 ctx=$3 mb=$4 j p r wait_s link
+  local tag="$kind-$width-$ctx-$mb" coef=()
+  for ((r = 0; r < REPS; r++)); do
+    local pids=()
+    for ((j = 0; j < JOBS; j++)); do
+      if [[ $kind == tp ]]; then
+        set -- bazel-bin/benchmarks/baseline_3d/train_3d --tp 2
+      else
+        set -- bazel-bin/tools/train --prefetch 0 --profile
+      fi
+      timeout 900 bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29750 + j)) -- "$@" --width "$width" \
+        --depth $DEPTH --heads $HEADS --context "$ctx" --microbatches $M --micro-batch "$mb" --steps 6 --bench-warmup 2 \
+        --log-every 1000 --lr 3e-3 >"$WORK/$tag-$r-$j.txt" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do
+      wait "$p" || { echo "calibrate_pairs: a $kind job at width $width, context $ctx, micro-batch $mb failed:" >&2;
+                     tail -5 "$WORK/$tag"-*.txt >&2; exit 1; }
+    done
   done
   if [[ $kind == tp ]]; then
     wait_s="$(cat "$WORK/$tag"-*.txt | grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' |
@@ -83,11 +103,23 @@ json.dump(h, open('$WORK/unit.json','w'))" "$link"
   echo "$width $ctx $mb $wait_s ${coef[0]} ${coef[1]}"
 }
 
-# width, context, micro-batch. TP: 64, 128 and 1024 tokens a micro-batch at width 256 (messages of
-# 64 KiB to 1 MiB); the validated layouts run 256 and 512 tokens (context 128, micro-batch 2 and 4).
+if [[ -n "$SWEEP_KIND" ]]; then
+  for s in "${SWEEP_SHAPES[@]}"; do
+    IFS=x read -r width ctx mb <<<"$s"
+    echo "$SWEEP_KIND $(measure "$SWEEP_KIND" "$width" "$ctx" "$mb")"
+  done
+  exit 0
+fi
+
+# width, context, micro-batch. TP: 192, 384 and 1024 tokens a micro-batch at width 256 (messages of
+# 192 KiB to 1 MiB); the validated layouts run 256 and 512 tokens (context 128, micro-batch 2 and 4).
+# Not below 192 tokens: there this box's TP wait grows as the messages shrink (32 tokens 0.40 s a
+# step, 64 tokens 0.31 s, 256 tokens 0.24 s), which no latency + bytes / bandwidth fits; with 64 and
+# 128 tokens among the three shapes (until 2026-11-25) the fit put the waits at 256 and 512 tokens
+# 15-35% over their measurement (benchmarks/results/tp-wait-shapes-2026-11-25.txt).
 # Gathers: layers of width 192, 256 and 384 (0.9, 1.6 and 3.5 MiB a unit's shard), at 64-512 tokens
 # a micro-batch; the validated ZeRO-3 runs prefetch, and no validated layout runs ZeRO-3 on 2 ranks.
-tp_rows="$(measure tp 256 64 1; measure tp 256 128 1; measure tp 256 128 8)"
+tp_rows="$(measure tp 256 96 2; measure tp 256 192 2; measure tp 256 128 8)"
 gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather 384 128 1)"
 python3 - "$OUT" "$tp_rows" "$gather_rows" <<'PY'
 import json, sys
