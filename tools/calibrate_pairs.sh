@@ -10,8 +10,8 @@
 #     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s).
 # Each kind runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
 # ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs, each shape twice in turn (REPS), its wait the
-# mean over both runs' ranks. The planner gives, for the same job, how the
-# predicted time depends on the link (A * latency + B / bandwidth, A and B read off two predictions
+# mean over both runs' ranks. The planner gives, for the same job, how the predicted time depends on
+# the link (A * latency + B / bandwidth, A and B read off two predictions
 # with unit links: tp_collectives_s, or blocking_gather_s); latency and bandwidth are fitted by least
 # squares on relative error (tools/relative_fit.py), per kind.
 #
@@ -113,10 +113,10 @@ fi
 
 # width, context, micro-batch. TP: 192, 384 and 1024 tokens a micro-batch at width 256 (messages of
 # 192 KiB to 1 MiB); the validated layouts run 256 and 512 tokens (context 128, micro-batch 2 and 4).
-# Not below 192 tokens: there this box's TP wait grows as the messages shrink (32 tokens 0.40 s a
-# step, 64 tokens 0.31 s, 256 tokens 0.24 s), which no latency + bytes / bandwidth fits; with 64 and
-# 128 tokens among the three shapes (until 2026-11-25) the fit put the waits at 256 and 512 tokens
-# 15-35% over their measurement (benchmarks/results/tp-wait-shapes-2026-11-25.txt).
+# Not below 192 tokens: there this box's TP wait grows as the messages shrink (32 tokens 0.43-0.50 s
+# a step, 64 tokens 0.28-0.34 s, 256 tokens 0.21-0.26 s), which no latency + bytes / bandwidth fits;
+# with 64 and 128 tokens among the three shapes (until 2026-11-25) the fit put the waits at 256 and
+# 512 tokens 6-47% over their measurement (benchmarks/results/tp-wait-shapes-2026-11-25.txt).
 # Gathers: layers of width 192, 256 and 384 (0.9, 1.6 and 3.5 MiB a unit's shard), at 64-512 tokens
 # a micro-batch; the validated ZeRO-3 runs prefetch, and no validated layout runs ZeRO-3 on 2 ranks.
 tp_rows="$(measure tp 256 96 2; measure tp 256 192 2; measure tp 256 128 8)"
