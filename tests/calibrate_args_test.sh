@@ -6,16 +6,17 @@ RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 CAL="$(readlink -f "$RUNFILES/tools/calibrate.sh")"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
 fails=0
-check() {  # EXPECTED_LINE ARGS...
-  local want="$1"; shift
+refused() {  # SCRIPT EXPECTED_LINE ARGS...: the script exits 2 printing exactly EXPECTED_LINE
+  local script="$1" want="$2"; shift 2
   local out rc
-  out="$(bash "$CAL" "$@" 2>&1)"; rc=$?
+  out="$(bash "$script" "$@" 2>&1)"; rc=$?
   if [[ $rc -eq 2 && "$out" == "$want" ]]; then
-    echo "PASS: calibrate $*"
+    echo "PASS: $(basename "$script") $*"
   else
-    echo "FAIL: calibrate $* (rc=$rc): $out"; fails=$((fails + 1))
+    echo "FAIL: $(basename "$script") $* (rc=$rc): $out"; fails=$((fails + 1))
   fi
 }
+check() { refused "$CAL" "$@"; }
 usage="expected nothing or one output file OUT.json (default scheduler/planner/hardware/cpu-local.json)"
 check "calibrate: got '--bogus', $usage" --bogus
 check "calibrate: got '$T/a.json $T/b.json', $usage" "$T/a.json" "$T/b.json"
@@ -25,16 +26,7 @@ check "calibrate: OUT.json: got '$T', expected a file in an existing directory" 
 PAIRS="$(readlink -f "$RUNFILES/tools/calibrate_pairs.sh")"
 HW="$T/hw.json"
 echo '{"shared_compute_units": 2}' >"$HW"
-check_pairs() {  # EXPECTED_LINE ARGS...
-  local want="$1"; shift
-  local out rc
-  out="$(bash "$PAIRS" "$@" 2>&1)"; rc=$?
-  if [[ $rc -eq 2 && "$out" == "$want" ]]; then
-    echo "PASS: calibrate_pairs $*"
-  else
-    echo "FAIL: calibrate_pairs $* (rc=$rc): $out"; fails=$((fails + 1))
-  fi
-}
+check_pairs() { refused "$PAIRS" "$@"; }
 check_pairs "calibrate_pairs: '$T/none.json' does not exist (run ./zpp calibrate first)" "$T/none.json"
 sweep="expected --sweep tp|gather WIDTHxCONTEXTxMB..."
 check_pairs "calibrate_pairs: got '--sweep tp' after HW.json, $sweep" "$HW" --sweep tp
