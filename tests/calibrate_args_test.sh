@@ -1,7 +1,8 @@
 #!/bin/bash
 # tools/calibrate.sh refuses bad arguments with one line and exit 2 before measuring anything (a
 # flag-like or second argument, an output in a missing directory or onto a directory), and writes
-# nothing; so does tools/calibrate_pairs.sh (a missing description, a malformed --sweep).
+# nothing; so does tools/calibrate_pairs.sh (a missing description, a malformed --sweep), and
+# tools/reference_runs.sh, the calibration's 1-rank runs (a malformed --steps, an unknown option).
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 CAL="$(readlink -f "$RUNFILES/tools/calibrate.sh")"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -35,5 +36,13 @@ check_pairs "calibrate_pairs: got '--bogus' after HW.json, $sweep" "$HW" --bogus
 check_pairs "calibrate_pairs: --sweep shape: got '256x0x1', expected WIDTHxCONTEXTxMB (positive integers, e.g. 256x96x2)" \
   "$HW" --sweep gather 256x64x1 256x0x1
 rm -f "$HW"
+REFS="$(readlink -f "$RUNFILES/tools/reference_runs.sh")"
+check_refs() { refused "$REFS" "$@"; }
+check_refs "reference_runs: --steps: got '3', expected a whole number of at least 4" 2 "$T/r" 128 4 --steps 3
+check_refs "reference_runs: --steps: got '2x', expected a whole number of at least 4" 2 "$T/r" 128 4 --steps 2x
+refs_usage="reference_runs: usage: reference_runs.sh N DIR CONTEXT MICRO_BATCH [--steps S] [--speed NAME]"
+check_refs "$refs_usage" 2 "$T/r" 128
+check_refs "$refs_usage (got: --bogus 1)" 2 "$T/r" 128 4 --bogus 1
+check_refs "$refs_usage (got: --speed )" 2 "$T/r" 128 4 --speed
 if [[ -n "$(ls -A "$T" 2>/dev/null)" ]]; then echo "FAIL: files written: $(ls -A "$T")"; fails=$((fails + 1)); fi
 exit $((fails > 0))

@@ -252,16 +252,20 @@ SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch
 UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
 trap 'rm -rf "$REF" "$OUT"' EXIT
-reference_runs() {  # N DIR CONTEXT MICRO_BATCH: N concurrent 1-rank runs, their outputs in DIR
+reference_runs() {  # N DIR CONTEXT MICRO_BATCH [--steps S]: N concurrent 1-rank runs, outputs in DIR
   tools/reference_runs.sh "$@"  # width 256, depth $DEPTH, $M micro-batches
 }
 # The shapes are measured in turn, twice (A B C A B C), and each is fitted on both passes' runs: the
 # box's speed moves by several percent within minutes, and one pass put that drift on one shape
-# (the third shape 5-7% off the fit in planner-local r26 and r27).
+# (the third shape 5-7% off the fit in planner-local r26 and r27). Each shape's runs profile the
+# same tokens (7 steps of the first shape's 4096 tokens; 28 of the second's 1024, 14 of the third's
+# 2048): at 8 steps each, the small second shape, which sets the fixed cost per layer, was profiled
+# over 1.9 s, and planner-local r65's came out 4% fast and its per-layer cost 923 us (r53-r64:
+# 1238-1804 us).
 for pass in a b; do
   for k in "${!SHAPES[@]}"; do
     read -r ctx mb <<<"${SHAPES[$k]}"
-    reference_runs "$UNITS" "$REF/shape$k.$pass" "$ctx" "$mb"
+    reference_runs "$UNITS" "$REF/shape$k.$pass" "$ctx" "$mb" --steps $((1 + 7 * 128 * 4 / (ctx * mb)))
   done
 done
 fit_rows=""  # per shape: the cost model's forward + backward seconds per step | the runs' PROFILE lines
@@ -316,7 +320,7 @@ hw["oversubscribed_compute_factor"] = round(oversubscribed, 4)
 hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
 hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
 hw["source"] += ("; from %d 1-rank runs at each of %d micro-batch shapes (one per core at once; the shapes in turn, "
-                 "twice), forward + backward fitted as "
+                 "twice, each profiling the same tokens), forward + backward fitted as "
                  "compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per micro-batch (%s); "
                  "at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns "
                  "per parameter per reduction; twice as many runs at once: compute %.3f times slower per core "
