@@ -259,9 +259,10 @@ reference_runs() {  # N DIR CONTEXT MICRO_BATCH [--steps S]: N concurrent 1-rank
 # box's speed moves by several percent within minutes, and one pass put that drift on one shape
 # (the third shape 5-7% off the fit in planner-local r26 and r27). Each shape's runs profile the
 # same tokens (7 steps of the first shape's 4096 tokens; 28 of the second's 1024, 14 of the third's
-# 2048): at 8 steps each, the small second shape, which sets the fixed cost per layer, was profiled
-# over 1.9 s, and planner-local r65's came out 4% fast and its per-layer cost 923 us (r53-r64:
-# 1238-1804 us).
+# 2048): at 8 steps each, the small second shape was profiled over 1.9 s (planner-local r65's came
+# out 4% fast). Over r67-r70 that shape's step moved less between calibrations (0.2645-0.2734 s;
+# r53-r66: 0.2576-0.2912), but the fitted cost per layer did not steady (1047-1706 us; r53-r66:
+# 923-1804): it is an intercept the factor trades against (planner-local-chronicle.md).
 for pass in a b; do
   for k in "${!SHAPES[@]}"; do
     read -r ctx mb <<<"${SHAPES[$k]}"
