@@ -152,9 +152,10 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       if (s.Recompute(r, a.chunk)) compute(cost.forward_s, 0.0, cost.forward_wait_s, 0.0, a.RecomputeName(), false);
     };
     // The CPU a transfer takes from this rank's compute (CostModel::comm_cpu_s_per_byte).
-    auto steal_cpu = [&](double bytes, double messages = 0) {
+    auto steal_cpu = [&](double bytes, double messages = 0, bool p2p = false) {
       if (cost.comm_cpu_s_per_byte <= 0) return;
-      const double cpu = bytes * cost.comm_cpu_s_per_byte + messages * cost.comm_cpu_s_per_message;
+      const double per_byte = p2p && cost.p2p_cpu_s_per_byte >= 0 ? cost.p2p_cpu_s_per_byte : cost.comm_cpu_s_per_byte;
+      const double cpu = bytes * per_byte + messages * cost.comm_cpu_s_per_message;
       if (cpu <= 0) return;
       Work w;
       w.label = name + " (cpu)";
@@ -248,12 +249,12 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       case ActionKind::kSendGrad: {
         sent[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = x.t;
         x.p2p_bytes += cost.activation_bytes;
-        steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2);
+        steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2, true);
         break;
       }
       case ActionKind::kRecvAct:
       case ActionKind::kRecvGrad: {
-        steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2);  // the receiving side's copies and calls
+        steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2, true);  // the receiving side's copies and calls
         // A receive only posts: the computation that consumes it waits for the arrival. The data
         // moves once both sides are there (Gloo's and NCCL's point-to-point are rendezvous: a send
         // waits for its receive to be posted). A gradient's receive is posted with the forward

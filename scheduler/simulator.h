@@ -99,6 +99,9 @@ struct CostModel {
   // compute uses, so communication only overlaps compute in time, not in CPU. 0 on GPUs (see
   // overlap_slowdown).
   double comm_cpu_s_per_byte = 0;
+  // The same for a byte sent or received between pipeline stages; negative: comm_cpu_s_per_byte.
+  // (Stages on different nodes cross a dearer link than a sharding group inside one node.)
+  double p2p_cpu_s_per_byte = -1;
   // With comm_cpu_s_per_byte: the CPU seconds one point-to-point message takes each side, whatever
   // its size. An activation travels as a header and its data (two messages, as the executor sends
   // it), a gradient as one; the sender pays when it sends, the receiver when it posts the receive.

@@ -1,7 +1,8 @@
 // planner_predict_test: whole-layout predictions against values computed by hand on small cases:
 // ZeRO-3's units, the ranking, rank order and link classes, a CPU box whose ranks outnumber its
-// cores, ZeRO-3 without prefetch, optimizer offload, and plan refusing impossible inputs (zero
-// devices, a model that fits nowhere: the smallest memory any layout needs).
+// cores and the CPU its transport takes per link, ZeRO-3 without prefetch, optimizer offload, and
+// plan refusing impossible inputs (zero devices, a model that fits nowhere: the smallest memory any
+// layout needs).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -249,6 +250,31 @@ TEST(Planner, GradientBookkeepingFollowsTheReductions) {
   const double half = m.layers / 2 * m.LayerParameters();
   const double stage[2] = {half + m.EmbeddingParameters(), half + static_cast<double>(m.vocab) * m.hidden};
   for (int r = 0; r < 2; ++r) EXPECT_NEAR(with.busy_s[r] - without.busy_s[r], stage[r] * 2e-9, 1e-12) << r;
+}
+// On a CPU box a byte costs the CPU measured for the link it crosses: a sharding group's ring over
+// 2 nodes of 2 crosses between nodes on 2 of its 4 hops, one inside a node on none; a transfer
+// between pipeline stages on different nodes crosses with every byte, one inside a node with none.
+TEST(Planner, CommunicationCpuFollowsTheLinkItCrosses) {
+  Hardware box = Toy();
+  box.shared_compute_units = 2;
+  box.devices_per_node = 2;
+  box.comm_cpu_bytes_per_s = 2e9;
+  const ModelShape m = Small();
+  Layout z = Zero3Over4();
+  z.micro_batch = 1;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, z, box, 4).comm_cpu_s_per_byte, 1 / 2e9);  // not measured: the same
+  box.comm_cpu_inter_bytes_per_s = 0.5e9;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, z, box, 4).comm_cpu_s_per_byte, 0.5 / 2e9 + 0.5 / 0.5e9);
+  z.zero = 2;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, z, box, 2).comm_cpu_s_per_byte, 1 / 2e9);
+  Layout p;
+  p.design = Design::k3D;
+  p.schedule = "1f1b";
+  p.pp = 2, p.micro_batch = 1;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, p, box, 2).p2p_cpu_s_per_byte, 1 / 2e9);  // both stages on node 0
+  p.dp = 2;  // replicas innermost: the stages 2 ranks apart, on different nodes
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, p, box, 4).p2p_cpu_s_per_byte, 1 / 0.5e9);
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, p, box, 4).comm_cpu_s_per_byte, 1 / 2e9);  // no sharding group
 }
 // ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
 // time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the

@@ -49,6 +49,13 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(ParseHardware(cpu, "cpu.json").CommCpuBytesPerSecond(), 2.5e9);
   cpu.replace(cpu.find("2.5"), 3, "0");
   EXPECT_THROW(ParseHardware(cpu, "cpu.json"), std::invalid_argument);
+  // A byte between nodes costs what one inside a node does unless measured.
+  EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"comm_cpu_gbps\": 2.5"), "c.json").CommCpuInterBytesPerSecond(), 2.5e9);
+  EXPECT_DOUBLE_EQ(ParseHardware(WithField(WithField(kHw, "\"comm_cpu_gbps\": 2.5"), "\"comm_cpu_inter_node_gbps\": 1.25"),
+                                 "c.json")
+                       .CommCpuInterBytesPerSecond(),
+                   1.25e9);
+  EXPECT_THROW(ParseHardware(WithField(kHw, "\"comm_cpu_inter_node_gbps\": 0"), "c.json"), std::invalid_argument);
   // The CPU per point-to-point message: none unless measured.
   EXPECT_EQ(h.comm_cpu_s_per_message, 0);
   EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": 24"), "m.json").comm_cpu_s_per_message,
@@ -500,6 +507,8 @@ TEST(Simulator, CommunicationCpuIsTakenFromCompute) {
   EXPECT_GT(moved, 0);
   EXPECT_NEAR(r.busy_s[0] - base.busy_s[0], moved * 1e-3, 1e-9);
   EXPECT_NEAR(r.step_s - base.step_s, moved * 1e-3, 1e-9);
+  c.p2p_cpu_s_per_byte = 5e-3;  // the rate of transfers between stages: none here
+  EXPECT_DOUBLE_EQ(Simulate(s, c).busy_s[0], r.busy_s[0]);
 }
 
 // A pipeline transfer takes CPU on both ranks: per byte, and per message (an activation is a header
@@ -519,6 +528,13 @@ TEST(Simulator, PipelineTransfersTakeCpuOnBothSides) {
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_NEAR(r.busy_s[rank] - base.busy_s[rank], 8 * 1000 * 1e-4 + 4 * (2 + 1) * 0.01, 1e-9) << rank;
   }
+  // Transfers between stages on different nodes: their own rate per byte, the messages' unchanged.
+  c.p2p_cpu_s_per_byte = 3e-4;
+  const SimResult crossing = Simulate(s, c);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NEAR(crossing.busy_s[rank] - base.busy_s[rank], 8 * 1000 * 3e-4 + 4 * (2 + 1) * 0.01, 1e-9) << rank;
+  }
+  c.p2p_cpu_s_per_byte = -1;
   // Per message only where transfers cost CPU at all (a GPU's cost model has no per-byte CPU).
   c.comm_cpu_s_per_byte = 0;
   EXPECT_DOUBLE_EQ(Simulate(s, c).busy_s[0], base.busy_s[0]);

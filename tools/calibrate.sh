@@ -13,7 +13,9 @@
 #   - what communication costs the computation beside it (comm_cpu_gbps): 4 ranks, 2 per core as
 #     the validated layouts run, multiplying matrices while ring all-gathers and reduce-scatters of
 #     1-16 MiB run on a second thread, their rate with it and after it compared (collectives_bench
-#     --comm-cpu-only); the bytes sent per second of compute lost;
+#     --comm-cpu-only); the bytes sent per second of compute lost; then the same over two nodes of 2
+#     ranks, whose ring crosses the veth pair on half its hops (comm_cpu_inter_node_gbps: a byte
+#     between nodes);
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
 #   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
@@ -77,6 +79,11 @@ echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
 comm_cpu="$(bazel-bin/tools/launcher --nproc-per-node 4 -- bazel-bin/benchmarks/collectives_bench --comm-cpu-only \
   --max-bytes 16777216 2>&1)"
 echo "$comm_cpu" | grep 'COMM_CPU' | sed 's/^\[rank 0\] */calibrate: /'
+# The same over two nodes of 2 ranks (tools/two_nodes.sh, the veth pair unshaped), as the
+# zeropp-vs-3d layouts run: the ring crosses between nodes on 2 of its 4 hops.
+comm_cpu_two="$(tools/two_nodes.sh --nproc-per-node 2 --timeout 900 -- bazel-bin/benchmarks/collectives_bench \
+  --comm-cpu-only --max-bytes 16777216 2>&1)"
+echo "$comm_cpu_two" | grep 'COMM_CPU' | sed 's/^.*\[rank 0\] */calibrate: two nodes: /'
 # The two-node links, loaded (one busy thread per rank while the 4 ranks run the sweep) and idle,
 # 5 sweeps each (the per-size median is fitted; with 3, the fitted latency moved 1.5x between
 # calibrations). A pass over 2x the fastest one was disturbed: it is set aside and another measured,
@@ -136,6 +143,7 @@ grid_tokens = [int(x) for x in "$GRID_TOKENS".split(",")]
 grid_dims = [int(x) for x in "$GRID_DIMS".split(",")]
 coll = """$coll"""
 comm_cpu = """$comm_cpu"""
+comm_cpu_two = """$comm_cpu_two"""
 veth = """$veth"""
 veth_idle = """$veth_idle"""
 shaped = """$shaped"""
@@ -194,6 +202,17 @@ if not lost or float(lost.group(1)) <= 0:
     sys.exit("calibrate: collectives_bench --comm-cpu-only printed no COMM_CPU line with a rate above 0")
 # inf: the communication took no measurable compute (spare cores ran it); the description's most.
 comm_cpu_gbps = min(round(float(lost.group(1)), 4), 1e6)
+lost_two = re.search(r"COMM_CPU gbps=([0-9.]+|inf)", comm_cpu_two)
+if not lost_two or float(lost_two.group(1)) <= 0:
+    sys.exit("calibrate: collectives_bench --comm-cpu-only over two nodes printed no COMM_CPU line with a rate above 0")
+ring_two_gbps = min(float(lost_two.group(1)), 1e6)
+# The two-node ring's cost per byte is the mean of a hop's within a node and a hop's between nodes.
+inter_ns = 2 / ring_two_gbps - 1 / comm_cpu_gbps
+if inter_ns <= 0:
+    sys.exit("calibrate: comm_cpu: got %.3f GB/s over two nodes against %.3f on one, expected the two-node ring to "
+             "cost at least half the one-node ring's CPU per byte (a disturbed measurement: run ./zpp calibrate "
+             "again)" % (ring_two_gbps, comm_cpu_gbps))
+comm_cpu_inter_gbps = min(round(1 / inter_ns, 4), 1e6)
 bus = max(float(r[2]) for r in rows)
 lat = min(float(r[1]) for r in rows if int(r[0]) <= 4096) * 1e-6
 hw = {
@@ -204,14 +223,17 @@ hw = {
             "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
             "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps %.3f: bytes a rank sends per "
             "second of compute the sending costs it (4 ranks computing 256x256 products while ring all-gathers and "
-            "reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); "
+            "reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); comm_cpu_inter_node_gbps %.3f: the same "
+            "for a byte between nodes (the measurement over two nodes of 2 ranks, tools/two_nodes.sh unshaped: %.3f "
+            "GB/s, its ring crossing on 2 of 4 hops: 1 / (2 / %.3f - 1 / comm_cpu_gbps)); "
             "comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU per message); two "
             "nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute error) with one "
             "busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f GB/s bus, %.0f / "
             "%.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, %.0f / %.0f us; "
             "offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
-               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, comm_cpu_gbps, msg_us, shaped_gbps,
+               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, comm_cpu_gbps, comm_cpu_inter_gbps,
+               ring_two_gbps, ring_two_gbps, msg_us, shaped_gbps,
                shaped_idle_gbps, shaped_us,
                shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),
   "devices_per_node": 2,
@@ -225,6 +247,7 @@ hw = {
   "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
   "inter_node_idle": {"bandwidth_gbps": shaped_idle_gbps, "latency_us": shaped_idle_us, "efficiency": 1.0},
   "comm_cpu_gbps": comm_cpu_gbps,
+  "comm_cpu_inter_node_gbps": comm_cpu_inter_gbps,
   "comm_cpu_us_per_message": msg_us,
   "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
   "veth_unshaped_idle": {"bandwidth_gbps": veth_idle_gbps, "latency_us": veth_idle_us},

@@ -150,6 +150,9 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
     h.oversubscribed_compute_factor = r.Number("oversubscribed_compute_factor", 1, 100);
   }
   if (r.Has("comm_cpu_gbps")) h.comm_cpu_bytes_per_s = r.Number("comm_cpu_gbps", 1e-6, 1e6) * 1e9;
+  if (r.Has("comm_cpu_inter_node_gbps")) {
+    h.comm_cpu_inter_bytes_per_s = r.Number("comm_cpu_inter_node_gbps", 1e-6, 1e6) * 1e9;
+  }
   if (r.Has("comm_cpu_us_per_message")) {
     h.comm_cpu_s_per_message = r.Number("comm_cpu_us_per_message", 0, 1e6) * 1e-6;
   }

@@ -63,6 +63,13 @@
 //                                computing (collectives_bench --comm-cpu-only; descriptions before
 //                                2026-11-25 took the unloaded loopback ring's bus bandwidth).
 //                                Default: intra_node
+//   comm_cpu_inter_node_gbps     optional, CPU boxes: the same for a byte that crosses between nodes
+//                                (here a veth pair between network namespaces, dearer than the
+//                                loopback): ./zpp calibrate derives it from the same measurement
+//                                over two nodes of 2 ranks, whose ring crosses between nodes on
+//                                half its hops. A ring over k nodes of r ranks pays it on 1/r of
+//                                its bytes; a transfer between pipeline stages on different nodes
+//                                on all. Default: comm_cpu_gbps
 //   comm_cpu_us_per_message      optional, CPU boxes, default 0: the CPU one point-to-point message
 //                                takes each side, its size aside (a small message bounced between
 //                                two ranks: the transport's calls and wake-ups); a pipeline's
@@ -132,9 +139,13 @@ struct Hardware {
   LinkSpec intra_oversubscribed_gather;  // bytes_per_s 0: none (intra_oversubscribed is used)
   double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
+  double comm_cpu_inter_bytes_per_s = 0;  // 0: CommCpuBytesPerSecond()
   double comm_cpu_s_per_message = 0;
   double overlap_compute_slowdown = 0;
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
+  double CommCpuInterBytesPerSecond() const {
+    return comm_cpu_inter_bytes_per_s > 0 ? comm_cpu_inter_bytes_per_s : CommCpuBytesPerSecond();
+  }
   std::string allreduce_algorithm = "auto";
   double host_bytes_per_s = 0;
   double pcie_bytes_per_s = 0;

@@ -218,10 +218,16 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     c.reduce_accumulate_s_per_byte = nvme;
   }
   // On a CPU box the transport runs on the compute cores: each byte a rank sends costs it the
-  // compute the calibration measured per byte (Hardware::comm_cpu_bytes_per_s).
+  // compute the calibration measured per byte (Hardware::comm_cpu_bytes_per_s), and per byte that
+  // crosses between nodes what it measured for that link (comm_cpu_inter_bytes_per_s). A sharding
+  // group's ring over k nodes of r ranks crosses on k of its k x r hops, so on 1/r of its bytes;
+  // a transfer between stages on different nodes crosses with all of them.
   const double share = ComputeShare(hw, devices_on_box);
   if (hw.shared_compute_units > 0) {
-    c.comm_cpu_s_per_byte = 1 / hw.CommCpuBytesPerSecond();
+    const int zero_per_node = RanksPerNode(l.zero, 1, g);
+    const double crossing = l.zero > zero_per_node ? 1.0 / zero_per_node : 0.0;
+    c.comm_cpu_s_per_byte = (1 - crossing) / hw.CommCpuBytesPerSecond() + crossing / hw.CommCpuInterBytesPerSecond();
+    c.p2p_cpu_s_per_byte = 1 / (same_node ? hw.CommCpuBytesPerSecond() : hw.CommCpuInterBytesPerSecond());
     c.comm_cpu_s_per_message = hw.comm_cpu_s_per_message;
     // Measured per parameter of a unit per reduction (./zpp calibrate's 1-rank runs reduce every
     // unit every micro-batch) at a whole core, as compute is; a chunk's bytes count all its tensor-
