@@ -2,7 +2,8 @@
 # tools/calibrate.sh refuses bad arguments with one line and exit 2 before measuring anything (a
 # flag-like or second argument, an output in a missing directory or onto a directory), and writes
 # nothing; so does tools/calibrate_pairs.sh (a missing description, a malformed --sweep), and
-# tools/reference_runs.sh, the calibration's 1-rank runs (a malformed --steps, an unknown option).
+# tools/reference_runs.sh, the calibration's 1-rank runs (a malformed --steps, an unknown option),
+# and tools/comm_cpu_pairs.sh (a pair count that is not a whole number of at least 3).
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 CAL="$(readlink -f "$RUNFILES/tools/calibrate.sh")"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -44,5 +45,8 @@ refs_usage="reference_runs: usage: reference_runs.sh N DIR CONTEXT MICRO_BATCH [
 check_refs "$refs_usage" 2 "$T/r" 128
 check_refs "$refs_usage (got: --bogus 1)" 2 "$T/r" 128 4 --bogus 1
 check_refs "$refs_usage (got: --speed )" 2 "$T/r" 128 4 --speed
+CPU_PAIRS="$(readlink -f "$RUNFILES/tools/comm_cpu_pairs.sh")"
+refused "$CPU_PAIRS" "comm_cpu_pairs: PAIRS: got '2', expected a whole number >= 3" 2
+refused "$CPU_PAIRS" "comm_cpu_pairs: PAIRS: got '12x', expected a whole number >= 3" 12x
 if [[ -n "$(ls -A "$T" 2>/dev/null)" ]]; then echo "FAIL: files written: $(ls -A "$T")"; fails=$((fails + 1)); fi
 exit $((fails > 0))
