@@ -3,12 +3,15 @@
 # Alternates collectives_bench --comm-cpu-only over two nodes of 2 ranks (tools/two_nodes.sh, the
 # veth pair unshaped: the ring crosses between nodes on 2 of its 4 hops) and on one node of 4 ranks
 # (the loopback), PAIRS times (default 12), then prints each pair and the paired difference of their
-# CPU per byte with its standard error, and the rate of a hop between nodes that
-# tools/calibrate.sh derives the same way (comm_cpu_inter_node_gbps).
+# CPU per byte with its standard error, and the rate of a hop between nodes by the formula
+# tools/calibrate.sh uses for comm_cpu_inter_node_gbps (there from one pair, here from the means).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIRS="${1:-12}"
-[[ "$PAIRS" =~ ^[0-9]+$ && "$PAIRS" -ge 3 ]] || { echo "comm_cpu_pairs: PAIRS: got '$PAIRS', expected a whole number >= 3" >&2; exit 2; }
+if ! [[ "$PAIRS" =~ ^[0-9]+$ && "$PAIRS" -ge 3 ]]; then
+  echo "comm_cpu_pairs: PAIRS: got '$PAIRS', expected a whole number >= 3" >&2
+  exit 2
+fi
 bazel build //tools:launcher //benchmarks:collectives_bench >/dev/null 2>&1
 rate() { grep -oP '(?<=COMM_CPU gbps=)[0-9.]+|(?<=COMM_CPU gbps=)inf' | head -1; }
 rows=""
