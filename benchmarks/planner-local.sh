@@ -19,6 +19,11 @@
 #                                        (r29 on), each predicted again by the current planner
 #                                        with that calibration (from git), and the rows' bias and
 #                                        spread per layout over the runs (needs a git checkout)
+#   ./zpp bench planner-local --cross    every committed --fresh output whose calibration measured
+#                                        the transport's CPU per link (r71 on), predicted with each
+#                                        OTHER such run's calibration: one calibration of the machine
+#                                        predicting measurements taken on another day, labelled
+#                                        MEASURED@CALIBRATION (needs a git checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //tools:plan
@@ -34,8 +39,8 @@ if (($# == 0)); then
   set -- --from "$NEWEST"
 fi
 case "$1:$#" in
-  --fresh:1 | --from:2 | --history:1) ;;
-  --fresh:* | --history:*) echo "planner-local: $1 takes no value (got: $*)" >&2; exit 2 ;;
+  --fresh:1 | --from:2 | --history:1 | --cross:1) ;;
+  --fresh:* | --history:* | --cross:*) echo "planner-local: $1 takes no value (got: $*)" >&2; exit 2 ;;
   --from:*) echo "planner-local: --from takes one file (got: $*)" >&2; exit 2 ;;
 esac
 case "$1" in
@@ -73,27 +78,47 @@ case "$1" in
     python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/measured.txt" --pipeline "$WORK/measured.txt" \
       --speed "$WORK/measured.txt"
     ;;
-  --history)
+  --history | --cross)
     git rev-parse --git-dir >/dev/null 2>&1 ||
-      { echo "planner-local: --history: needs a git checkout (each run's calibration is read from its commit)" >&2; exit 2; }
+      { echo "planner-local: $1: needs a git checkout (each run's calibration is read from its commit)" >&2; exit 2; }
     WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
     trap 'rm -rf "$WORK"' EXIT
-    RUNS=()
+    # --history: runs whose calibration measured the links loaded and idle (r29 on); --cross: those
+    # whose calibration also measured the transport's CPU between nodes (r71 on).
+    KEY='"inter_node_idle"'
+    [[ "$1" == --cross ]] && KEY='"comm_cpu_inter_node_gbps"'
+    NAMES=()
     for f in $(ls benchmarks/results/planner-local-*-r[0-9]*.txt | grep -E -- '-r[0-9]+\.txt$' | sort -V); do
       run="${f##*-}" run="${run%.txt}"
       added="$(git log --diff-filter=A --format=%h -1 -- "$f")"
       # Its calibration: the cpu-local.json committed with it, if that commit wrote one.
       git show --name-only --format= "$added" | grep -qx "$HW" || continue
       git show "$added:$HW" >"$WORK/$run.json"
-      grep -q '"inter_node_idle"' "$WORK/$run.json" || continue
+      grep -q "$KEY" "$WORK/$run.json" || continue
       sed -n 's/^#| //p' "$f" >"$WORK/$run.txt"
-      python3 benchmarks/planner_local.py --hardware "$WORK/$run.json" --vs3d "$WORK/$run.txt" \
-        --pipeline "$WORK/$run.txt" --rows-tsv "$WORK/$run.tsv" >"$WORK/$run.out"
-      RUNS+=("$run=$WORK/$run.tsv")
+      NAMES+=("$run")
     done
-    ((${#RUNS[@]} > 0)) || { echo "planner-local: --history: no committed run with its calibration" >&2; exit 2; }
-    echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
-    python3 benchmarks/planner_local_history.py "${RUNS[@]}"
+    ((${#NAMES[@]} > 0)) || { echo "planner-local: $1: no committed run with its calibration" >&2; exit 2; }
+    RUNS=()
+    for meas in "${NAMES[@]}"; do
+      for cal in "${NAMES[@]}"; do
+        # --history: each run with its own calibration; --cross: with every other run's.
+        if [[ "$1" == --history ]]; then [[ "$cal" == "$meas" ]] || continue; label="$meas"
+        else [[ "$cal" != "$meas" ]] || continue; label="$meas@$cal"; fi
+        python3 benchmarks/planner_local.py --hardware "$WORK/$cal.json" --vs3d "$WORK/$meas.txt" \
+          --pipeline "$WORK/$meas.txt" --rows-tsv "$WORK/$label.tsv" >"$WORK/$label.out"
+        RUNS+=("$label=$WORK/$label.tsv")
+      done
+    done
+    if [[ "$1" == --history ]]; then
+      echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
+    else
+      ((${#NAMES[@]} > 1)) || { echo "planner-local: --cross: needs two runs or more (found ${NAMES[*]})" >&2; exit 2; }
+      echo "# ${#NAMES[@]} runs (${NAMES[*]}), each predicted by the current planner with every other run's calibration:" \
+        "${#RUNS[@]} pairs, labelled MEASURED@CALIBRATION"
+    fi
+    NAME=history; [[ "$1" == --cross ]] && NAME=cross_calibration
+    python3 benchmarks/planner_local_history.py --name "$NAME" "${RUNS[@]}"
     ;;
-  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE or --history)" >&2; exit 2 ;;
+  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE, --history or --cross)" >&2; exit 2 ;;
 esac

@@ -8,8 +8,8 @@ the mean |error|; per layout, its prediction/measurement over the runs (mean, me
 misses); and how many misses per run the spread alone would give (each layout's ratio normal
 around 1.0 with its observed spread) beside those the spread and the bias together give (around
 its observed mean), against the misses observed. The last RESULT line is the share of all rows
-within 10%.
-  planner_local_history.py LABEL=TSV [LABEL=TSV ...]
+within 10%, named NAME_step_time_share_within_10pct (--name NAME; default history).
+  planner_local_history.py [--name NAME] LABEL=TSV [LABEL=TSV ...]
 """
 import math
 import statistics
@@ -27,6 +27,11 @@ def outside(mu, sd):
 
 
 def main(argv):
+    result_name = "history"
+    if argv[:1] == ["--name"]:
+        if len(argv) < 2 or not argv[1].isidentifier():
+            sys.exit(f"planner_local_history: --name: got {argv[1:2]}, expected a word (letters, digits, _)")
+        result_name, argv = argv[1], argv[2:]
     if not argv or any("=" not in a for a in argv):
         sys.exit("planner_local_history: expected LABEL=TSV arguments (planner_local.py --rows-tsv output)")
     runs, by_layout = [], {}
@@ -66,7 +71,7 @@ def main(argv):
     share = within / total
     print(f"# {n} runs, {within} of {total} rows within 10%, mean |error| "
           f"{statistics.fmean(abs(r - 1) for _, rs in runs for _, r in rs):.3f}")
-    print(f"RESULT planner-local history_step_time_share_within_10pct={share:.3f} fraction reference=1.0 "
+    print(f"RESULT planner-local {result_name}_step_time_share_within_10pct={share:.3f} fraction reference=1.0 "
           f"ratio={share:.3f} target=1.0 {'MET' if share >= 1.0 else 'MISSED'}")
 
 

@@ -1,6 +1,6 @@
 """benchmarks/planner_local_history.py: rows within 10% per run and in all, each layout's mean,
 median, spread and misses over the runs, and the expected misses from a normal spread, against values worked
-out by hand; arguments that are not LABEL=TSV are refused with a nonzero exit."""
+out by hand; --name renames the RESULT line; arguments that are not LABEL=TSV are refused with a nonzero exit."""
 import math
 import os
 import subprocess
@@ -46,6 +46,11 @@ def main():
                 f"from its spread around its mean {bias:.2f}") in out, out
         assert "5 of 6 rows within 10%" in out, out
         assert "history_step_time_share_within_10pct=0.833 " in out and out.rstrip().endswith("MISSED"), out
+        # --name renames the RESULT (planner-local.sh --cross), nothing else.
+        code, named = run("--name", "cross_calibration", *args)
+        assert code == 0 and named == out.replace("history_step", "cross_calibration_step"), named
+        code, bad = run("--name", "two words", *args)
+        assert code != 0 and "--name: got ['two words'], expected a word" in bad, bad
     code, out = run("no-label")
     assert code != 0 and "expected LABEL=TSV" in out, out
     print("ok")
