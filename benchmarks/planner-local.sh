@@ -22,7 +22,7 @@
 #   ./zpp bench planner-local --cross    every committed --fresh output whose calibration measured
 #                                        the transport's CPU per link (r71 on), predicted with each
 #                                        OTHER such run's calibration: one calibration of the machine
-#                                        predicting measurements taken on another day, labelled
+#                                        predicting measurements taken hours apart, labelled
 #                                        MEASURED@CALIBRATION (needs a git checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,10 +83,11 @@ case "$1" in
       { echo "planner-local: $1: needs a git checkout (each run's calibration is read from its commit)" >&2; exit 2; }
     WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-planner-local.XXXXXX")"
     trap 'rm -rf "$WORK"' EXIT
-    # --history: runs whose calibration measured the links loaded and idle (r29 on); --cross: those
-    # whose calibration also measured the transport's CPU between nodes (r71 on).
-    KEY='"inter_node_idle"'
-    [[ "$1" == --cross ]] && KEY='"comm_cpu_inter_node_gbps"'
+    # --history: runs whose calibration measured the links loaded and idle (r29 on), each with its
+    # own calibration; --cross: those whose calibration also measured the transport's CPU between
+    # nodes (r71 on), each with every other run's.
+    if [[ "$1" == --history ]]; then KEY='"inter_node_idle"' RESULT_NAME=history
+    else KEY='"comm_cpu_inter_node_gbps"' RESULT_NAME=cross_calibration; fi
     NAMES=()
     for f in $(ls benchmarks/results/planner-local-*-r[0-9]*.txt | grep -E -- '-r[0-9]+\.txt$' | sort -V); do
       run="${f##*-}" run="${run%.txt}"
@@ -99,10 +100,11 @@ case "$1" in
       NAMES+=("$run")
     done
     ((${#NAMES[@]} > 0)) || { echo "planner-local: $1: no committed run with its calibration" >&2; exit 2; }
+    [[ "$1" == --history || ${#NAMES[@]} -gt 1 ]] ||
+      { echo "planner-local: --cross: needs two runs or more (found ${NAMES[*]})" >&2; exit 2; }
     RUNS=()
     for meas in "${NAMES[@]}"; do
       for cal in "${NAMES[@]}"; do
-        # --history: each run with its own calibration; --cross: with every other run's.
         if [[ "$1" == --history ]]; then [[ "$cal" == "$meas" ]] || continue; label="$meas"
         else [[ "$cal" != "$meas" ]] || continue; label="$meas@$cal"; fi
         python3 benchmarks/planner_local.py --hardware "$WORK/$cal.json" --vs3d "$WORK/$meas.txt" \
@@ -113,12 +115,10 @@ case "$1" in
     if [[ "$1" == --history ]]; then
       echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
     else
-      ((${#NAMES[@]} > 1)) || { echo "planner-local: --cross: needs two runs or more (found ${NAMES[*]})" >&2; exit 2; }
       echo "# ${#NAMES[@]} runs (${NAMES[*]}), each predicted by the current planner with every other run's calibration:" \
         "${#RUNS[@]} pairs, labelled MEASURED@CALIBRATION"
     fi
-    NAME=history; [[ "$1" == --cross ]] && NAME=cross_calibration
-    python3 benchmarks/planner_local_history.py --name "$NAME" "${RUNS[@]}"
+    python3 benchmarks/planner_local_history.py --name "$RESULT_NAME" "${RUNS[@]}"
     ;;
   *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE, --history or --cross)" >&2; exit 2 ;;
 esac
