@@ -9,8 +9,8 @@
 #     on at once, from two 2-rank ZeRO-3 jobs at once without prefetch (tools/train --prefetch 0),
 #     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s).
 # Each kind runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
-# ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs, each shape twice in turn (REPS), its wait the
-# mean over both runs' ranks. The planner gives, for the same job, how the predicted time depends on
+# ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs, each shape four times in turn (REPS), its wait
+# the mean over all runs' ranks. The planner gives, for the same job, how the predicted time depends on
 # the link (A * latency + B / bandwidth, A and B read off two predictions
 # with unit links: tp_collectives_s, or blocking_gather_s); latency and bandwidth are fitted by least
 # squares on relative error (tools/relative_fit.py), per kind.
@@ -48,7 +48,10 @@ UNITS=$(python3 -c "import json; print(int(json.load(open('$OUT')).get('shared_c
 ((UNITS > 0)) ||
   { echo "calibrate_pairs: '$OUT': shared_compute_units is ${UNITS}, expected a CPU box's cores (> 0)" >&2; exit 2; }
 JOBS=$UNITS  # 2-rank jobs: twice as many ranks as cores
-REPS=2
+# Four, not two (until 2026-11-25, r80): with two, the smallest TP shape measured 0.196-0.254 s over
+# r71-r80 on the same box, and r76's and r80's fits, 13% low at the validated tokens, were each run's
+# one miss (3D tp2 x dp2). Four halves the variance of the runs' own noise for about a minute more.
+REPS=4
 M=8 DEPTH=4 HEADS=4
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-pairs.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
