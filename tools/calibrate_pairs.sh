@@ -49,8 +49,9 @@ UNITS=$(python3 -c "import json; print(int(json.load(open('$OUT')).get('shared_c
   { echo "calibrate_pairs: '$OUT': shared_compute_units is ${UNITS}, expected a CPU box's cores (> 0)" >&2; exit 2; }
 JOBS=$UNITS  # 2-rank jobs: twice as many ranks as cores
 # Four, not two (until 2026-11-25, r80): with two, the smallest TP shape measured 0.196-0.254 s over
-# r71-r80 on the same box, and r76's and r80's fits, 13% low at the validated tokens, were each run's
-# one miss (3D tp2 x dp2). Four halves the variance of the runs' own noise for about a minute more.
+# r71-r80 on the same box, and in r76 and r80, whose one miss each was 3D tp2 x dp2, the fit put that
+# row's TP wait at 0.77x and 0.80x of measured. Four halves the variance of the runs' own noise for
+# about a minute more.
 REPS=4
 M=8 DEPTH=4 HEADS=4
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-pairs.XXXXXX")"
