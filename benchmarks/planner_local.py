@@ -43,6 +43,24 @@ def hardware(hw_path):
         return json.load(f)
 
 
+# The zeropp-vs-3d bench's GPT on 4 ranks, global batch 32 (the planner flags every VS3D row adds to).
+VS3D_MODEL = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
+
+
+def unshaped_link_flags(hw):
+    """The plan flags for the unshaped runs' link between the two network namespaces (a veth pair),
+    as ./zpp calibrate measured it, loaded and idle; older descriptions: the loopback's bandwidth."""
+    veth = hw.get("veth_unshaped")
+    if not veth:
+        return ["--inter-gbps", str(hw["intra_node"]["bandwidth_gbps"])]
+    flags = ["--inter-gbps", str(veth["bandwidth_gbps"]), "--inter-latency-us", str(veth["latency_us"])]
+    veth_idle = hw.get("veth_unshaped_idle")  # measured idle too (descriptions from 2026-11-24 r29 on)
+    if veth_idle:
+        flags += ["--inter-idle-gbps", str(veth_idle["bandwidth_gbps"]),
+                  "--inter-idle-latency-us", str(veth_idle["latency_us"])]
+    return flags
+
+
 VS3D = {  # bench row -> planner layout flags (global batch 32, 8 micro-batches)
     "zero3_z4": "--design zero3 --zero 4 --micro-batch 1",
     "fsdp_in_pp_1f1b_u1": "--design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --micro-batch 2",
@@ -96,20 +114,11 @@ def main():
     ap.add_argument("--rows-tsv")
     args = ap.parse_args()
     hw = hardware(args.hardware)
-    idle_rss_mb, intra_gbps = hw["idle_rss_mb"], hw["intra_node"]["bandwidth_gbps"]
-    # The unshaped runs' link between the two network namespaces (a veth pair), as ./zpp calibrate
-    # measured it; older descriptions: the loopback's bandwidth.
-    veth = hw.get("veth_unshaped")
-    unshaped = (["--inter-gbps", str(veth["bandwidth_gbps"]), "--inter-latency-us", str(veth["latency_us"])] if veth
-                else ["--inter-gbps", str(intra_gbps)])
-    veth_idle = hw.get("veth_unshaped_idle")  # measured idle too (descriptions from 2026-11-24 r29 on)
-    if veth and veth_idle:
-        unshaped += ["--inter-idle-gbps", str(veth_idle["bandwidth_gbps"]),
-                     "--inter-idle-latency-us", str(veth_idle["latency_us"])]
+    idle_rss_mb = hw["idle_rss_mb"]
+    unshaped = unshaped_link_flags(hw)
     reserved_mb = hw["memory"]["reserved_gb"] * 1e3
     rows, tp_rows = [], []
     vs = args.vs3d
-    gpt = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
     cols = {}
     for line in open(vs):
         f = line.split()
@@ -119,7 +128,7 @@ def main():
         if len(f) < 6 or f[0] not in VS3D or f[1] not in ("shaped", "unshaped"):
             continue
         extra = [] if f[1] == "shaped" else unshaped
-        p = predict(args.hardware, gpt + VS3D[f[0]].split() + extra)
+        p = predict(args.hardware, VS3D_MODEL + VS3D[f[0]].split() + extra)
         measured_s = 32 * 128 / float(f[cols["tok/s"]])
         # The bench reports peak RSS (MiB, as /proc counts it) net of an idle process (libtorch
         # loaded, nothing run); add the idle RSS ./zpp calibrate measured to compare with the
