@@ -1,9 +1,11 @@
 #include "scheduler/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -58,7 +60,17 @@ bool WaitedAtOnce(const std::vector<Action>& actions, size_t at) {
 
 std::string SimResult::ChromeTraceJson() const { return scheduler::ChromeTraceJson(events); }
 
-SimResult Simulate(const Schedule& s, const CostModel& cost) {
+namespace {
+
+// One run of the schedule; with `rng`, each duration is drawn around its mean (CostModel::
+// compute_cv, comm_cv).
+SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64* rng) {
+  // A factor of mean 1 and coefficient of variation cv: lognormal, sigma^2 = ln(1 + cv^2).
+  auto draw = [rng](double cv) {
+    if (rng == nullptr || cv <= 0) return 1.0;
+    const double sigma2 = std::log1p(cv * cv);
+    return std::lognormal_distribution<double>(-sigma2 / 2, std::sqrt(sigma2))(*rng);
+  };
   const int pp = static_cast<int>(s.ranks.size());
   auto compute_share = [&](int vstage) {
     return vstage >= 0 && vstage < static_cast<int>(cost.chunk_compute_share.size()) ? cost.chunk_compute_share[vstage]
@@ -128,7 +140,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       Work w;
       w.label = label.empty() ? name : label;
       const double total = (seconds * per_chunk + extra_s) * scale, wait = wait_s * per_chunk + extra_wait_s;
-      w.seconds = std::max(0.0, total - wait);
+      w.seconds = std::max(0.0, total - wait) * draw(cost.compute_cv);
       w.chunk = a.chunk, w.mb = a.mb;
       w.wait_gather = true;
       if (inputs && a.kind == ActionKind::kForward) w.wait_input = 1;
@@ -140,7 +152,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       w.part = Work::Part::kCompute;
       Work blocked;
       blocked.label = w.label;
-      blocked.seconds = wait;
+      blocked.seconds = wait * draw(cost.comm_cv);
       blocked.shared = false;
       blocked.part = Work::Part::kWait;
       x.queue.push_back(w);
@@ -159,7 +171,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
       if (cpu <= 0) return;
       Work w;
       w.label = name + " (cpu)";
-      w.seconds = cpu;
+      w.seconds = cpu * draw(cost.compute_cv);
       x.queue.push_back(w);
     };
     // A collective of `seconds` (`idle_seconds` on an idle box where load_dependent): returns when
@@ -170,6 +182,8 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
                        double wire_s, int chunk = -1, bool at_once = false) {
       *bytes_acc += bytes;
       steal_cpu(bytes);
+      const double f = draw(cost.comm_cv);
+      seconds *= f, idle_seconds *= f, lead_s *= f, wire_s *= f;
       if (load_dependent && (seconds > 0 || idle_seconds > 0)) {
         Comm c;
         c.name = name, c.busy_s = seconds, c.idle_s = idle_seconds, c.chunk = chunk, c.at_once = at_once;
@@ -210,7 +224,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         if (cost.reduce_handling_s_per_byte > 0) {
           Work w;
           w.label = name + " (handling)";
-          w.seconds = chunk_bytes(vstage) * cost.reduce_handling_s_per_byte * scale;
+          w.seconds = chunk_bytes(vstage) * cost.reduce_handling_s_per_byte * scale * draw(cost.compute_cv);
           x.queue.push_back(w);
         }
         {
@@ -306,7 +320,7 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
         // (one message latency), then takes the transfer's own time.
         const double send_at = it->second, posted_at = p->second.second;
         const double start = std::max(send_at, posted_at + cost.inter.alpha_s);
-        got[cm] = start + cost.inter.Time(cost.activation_bytes);
+        got[cm] = start + cost.inter.Time(cost.activation_bytes) * draw(cost.comm_cv);
         const int sender = std::get<1>(it->first);
         res.events.push_back({sender, TransferName(it->first), "p2p", send_at, got[cm]});
         sent.erase(it);
@@ -465,6 +479,30 @@ SimResult Simulate(const Schedule& s, const CostModel& cost) {
   }
   res.bubble = busy > 0 ? (pp * (res.step_s - cost.optimizer_s) - busy) / busy : 0;
   return res;
+}
+
+}  // namespace
+
+SimResult Simulate(const Schedule& s, const CostModel& cost) {
+  if ((cost.compute_cv <= 0 && cost.comm_cv <= 0) || cost.variability_samples < 1) return SimulateOnce(s, cost, nullptr);
+  // The mean over runs with durations drawn independently (fixed seeds: the same answer each call);
+  // the events are the first run's.
+  SimResult mean;
+  const int n = cost.variability_samples;
+  for (int k = 0; k < n; ++k) {
+    std::mt19937_64 rng(k + 1);
+    SimResult one = SimulateOnce(s, cost, &rng);
+    if (k == 0) {
+      mean = one;
+      mean.step_s = mean.bubble = mean.blocking_gather_s = 0;
+      for (double& b : mean.busy_s) b = 0;
+    }
+    mean.step_s += one.step_s / n;
+    mean.bubble += one.bubble / n;
+    mean.blocking_gather_s += one.blocking_gather_s / n;
+    for (size_t r = 0; r < mean.busy_s.size(); ++r) mean.busy_s[r] += one.busy_s[r] / n;
+  }
+  return mean;
 }
 
 }  // namespace scheduler

@@ -130,6 +130,16 @@ struct CostModel {
   // above), or on a gather its next computation needs at once, still counts among the ranks
   // computing, so the others do not speed up meanwhile.
   bool waits_hold_cores = false;
+  // How much each duration varies from one occurrence to the next (a CPU box's time-slicing: the
+  // same computation or collective takes a different time each time it runs), as coefficients of
+  // variation: each computation (and the CPU a transfer takes) lasts its time above times a
+  // lognormal factor of mean 1 and compute_cv, each collective and transfer one of comm_cv, drawn
+  // independently. Simulate then returns the mean over variability_samples runs (fixed seeds: the
+  // same answer every call). Where a compute stream and a comm stream wait on each other the mean
+  // step is longer than the step of mean durations (E[max] >= max of the means). 0: deterministic.
+  double compute_cv = 0;
+  double comm_cv = 0;
+  int variability_samples = 32;
 };
 
 using SimEvent = TraceEvent;

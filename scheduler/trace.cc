@@ -11,7 +11,8 @@ namespace scheduler {
 std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
   std::vector<std::string> ev;
   for (const auto& e : events) {
-    ev.push_back(absl::StrCat("{\"name\":\"", e.name, "\",\"cat\":\"", e.cat, "\",\"ph\":\"X\",\"pid\":0,\"tid\":", e.rank,
+    const int tid = e.comm_stream ? kCommStreamTrack + e.rank : e.rank;
+    ev.push_back(absl::StrCat("{\"name\":\"", e.name, "\",\"cat\":\"", e.cat, "\",\"ph\":\"X\",\"pid\":0,\"tid\":", tid,
                               ",\"ts\":", e.start_s * 1e6, ",\"dur\":", (e.end_s - e.start_s) * 1e6, "}"));
   }
   return absl::StrCat("{\"traceEvents\":[\n", absl::StrJoin(ev, ",\n"), "\n],\"displayTimeUnit\":\"ms\"}\n");
@@ -19,6 +20,7 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
 
 void TimeShares::Add(const std::vector<TraceEvent>& events) {
   for (const TraceEvent& e : events) {
+    if (e.comm_stream) continue;
     const double d = e.end_s - e.start_s;
     const std::string& n = e.name;
     size_t letters = 0;

@@ -14,12 +14,16 @@ struct TraceEvent {
   std::string cat;   // compute, comm, p2p, idle
   double start_s = 0;
   double end_s = 0;
+  // An operation on the rank's communication thread (the communicator's OpLog: from when the thread
+  // began it to when it finished), drawn on a track of its own, kCommStreamTrack + rank.
+  bool comm_stream = false;
 };
+constexpr int kCommStreamTrack = 1000;
 
 std::string ChromeTraceJson(const std::vector<TraceEvent>& events);
 
 // Where one rank's step time went, from its executor trace (a rank's events do not overlap: a wait
-// inside an action is its own event). Seconds, accumulated over the steps passed to Add.
+// inside an action is its own event; comm_stream events are not the rank's time and are skipped). Seconds, accumulated over the steps passed to Add.
 struct TimeShares {
   double forward = 0;          // F
   double backward = 0;         // B (input and weight gradients together)

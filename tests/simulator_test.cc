@@ -4,6 +4,7 @@
 // all-gather bytes fall as 1/U.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "scheduler/generators.h"
@@ -388,6 +389,34 @@ TEST(SimulatorTest, TransfersStartWhenBothSidesArePosted) {
   EXPECT_EQ(checked, 3);
 }
 
+// CostModel::compute_cv, comm_cv: each duration drawn around its mean (lognormal, mean 1), the mean
+// step over the runs. A chain of actions keeps its mean (the mean of a sum); where the compute stream
+// waits for the comm stream and the comm stream for compute, the step holds E[max] of the two, here
+// against its integral, E[max(X, Y)] = integral over t > 0 of 1 - P(X <= t) P(Y <= t).
+TEST(SimulatorTest, VaryingDurationsCostTheMeanOfTheirMaximum) {
+  CostModel c = TwoShardedChunks();  // chunks: F 1 s; a gather moves 1 MB
+  c.intra = {0.0, 1e6};              // 1 s
+  c.compute_cv = 0.3, c.comm_cv = 0.5;
+  c.variability_samples = 20000;
+  const Schedule chain = Schedule::Parse("schedule t pp=1 v=2 m=1 u=0\nrank 0: G0 F0.0 G1 F1.0\n");
+  // G0, then F0.0 beside G1, then F1.0 once both are done.
+  const Schedule joined = Schedule::Parse("schedule t pp=1 v=2 m=1 u=0\nrank 0: G0 G1 F0.0 F1.0\n");
+  CostModel fixed = c;
+  fixed.compute_cv = fixed.comm_cv = 0;
+  EXPECT_DOUBLE_EQ(Simulate(chain, fixed).step_s, 4.0);
+  EXPECT_DOUBLE_EQ(Simulate(joined, fixed).step_s, 3.0);
+  EXPECT_NEAR(Simulate(chain, c).step_s, 4.0, 0.02);  // Monte Carlo error ~0.005
+  auto lognormal_cdf = [](double t, double cv) {
+    const double s2 = std::log1p(cv * cv);
+    return 0.5 * std::erfc(-(std::log(t) + s2 / 2) / std::sqrt(2 * s2));
+  };
+  double e_max = 0;
+  for (double t = 0.0005; t < 30; t += 0.001) e_max += (1 - lognormal_cdf(t, 0.3) * lognormal_cdf(t, 0.5)) * 0.001;
+  EXPECT_GT(e_max, 1.15);  // well over max(1, 1): the effect is not Monte Carlo noise
+  EXPECT_NEAR(Simulate(joined, c).step_s, 1.0 + e_max + 1.0, 0.02);
+  EXPECT_DOUBLE_EQ(Simulate(joined, c).step_s, Simulate(joined, c).step_s);  // fixed seeds
+}
+
 TEST(SimulatorTest, ChromeTraceHasOneTrackPerRank) {
   SimResult r = Simulate(OneFOneB(2, 2), Uniform());
   std::string json = r.ChromeTraceJson();
@@ -419,6 +448,17 @@ TEST(TimeSharesTest, EachKindLandsInItsShare) {
   EXPECT_NEAR(t.wait_transfer, 0.6, 1e-9);  // RA and wait-recv
   EXPECT_NEAR(t.comm_calls, 0.5, 1e-9);     // G, RS, SA
   EXPECT_NEAR(t.Accounted(), 10.0, 1e-9);
+  // The communication thread's operations (Trainer::TraceJson) are drawn on their own track and are
+  // not the rank's time.
+  std::vector<TraceEvent> with_comm = ev;
+  with_comm.push_back({0, "all_gather zero #3 1024B", "comm", 0.0, 2.0, /*comm_stream=*/true});
+  TimeShares u;
+  u.Add(with_comm);
+  EXPECT_NEAR(u.Accounted(), 5.0, 1e-9);
+  const std::string json = ChromeTraceJson(with_comm);
+  EXPECT_NE(json.find("\"name\":\"all_gather zero #3 1024B\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":0,\"tid\":1000,"),
+            std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"F0.0\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,"), std::string::npos);
 }
 
 }  // namespace scheduler

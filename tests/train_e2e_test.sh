@@ -123,6 +123,12 @@ if python3 -c "import matplotlib" 2>/dev/null; then
   else
     fail "timeline: rc=$rc $out"
   fi
+  # Beside the actions, the trace holds what the rank's communication threads ran (track 1000 + rank).
+  if grep -q '"cat":"comm","ph":"X","pid":0,"tid":1001,' "$WORK/t1.rank1.json"; then
+    pass "--trace: rank 1's communication operations on their own track (tid 1001)"
+  else
+    fail "--trace: no communication track (tid 1001) in $WORK/t1.rank1.json"
+  fi
 else
   echo "SKIP: matplotlib is not installed (./zpp test installs it); the timeline case did not run"
 fi

@@ -45,7 +45,10 @@
 #     at shapes the validated layouts do not run): two tp=2 training jobs of the 3D baseline at once,
 #     their TP waits fitted (intra_node_oversubscribed: TP all-reduces, a pipeline's receives), and
 #     two 2-rank ZeRO-3 jobs without prefetch at once, their gather waits fitted
-#     (intra_node_oversubscribed_gather: whole units' all-gathers waited on at once);
+#     (intra_node_oversubscribed_gather: whole units' all-gathers waited on at once), and from those
+#     jobs' traces how much one computation's and one collective's time varies between its runs
+#     (compute_cv, comm_cv: tools/duration_spread.py; the simulator draws each duration around its
+#     mean and predicts the mean step);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One optional argument, the output file; checked before the measurements (minutes) start.

@@ -7,7 +7,11 @@
 #     reporting its ranks' wall time in TP collectives per step (tp_wait_s_per_step);
 #   - intra_node_oversubscribed_gather: a ZeRO group's all-gather of a whole unit (megabytes) waited
 #     on at once, from two 2-rank ZeRO-3 jobs at once without prefetch (tools/train --prefetch 0),
-#     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s).
+#     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s);
+#   - compute_cv and comm_cv: from the gather jobs' traces (--trace, the last step of every rank),
+#     how much the same computation (a chunk's forward or backward, micro-batch to micro-batch) and
+#     the same collective (kind and size, on the rank's communication track) vary between runs
+#     (tools/duration_spread.py): CostModel::compute_cv, comm_cv.
 # Each kind runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
 # ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs, each shape four times in turn (REPS), its wait
 # the mean over all runs' ranks. The planner gives, for the same job, how the predicted time depends on
@@ -68,7 +72,7 @@ measure() {
       if [[ $kind == tp ]]; then
         set -- bazel-bin/benchmarks/baseline_3d/train_3d --tp 2
       else
-        set -- bazel-bin/tools/train --prefetch 0 --profile
+        set -- bazel-bin/tools/train --prefetch 0 --profile --trace "$WORK/$tag-$r-$j.trace"
       fi
       timeout 900 bazel-bin/tools/launcher --nproc-per-node 2 --master-port $((29750 + j)) -- "$@" --width "$width" \
         --depth $DEPTH --heads $HEADS --context "$ctx" --microbatches $M --micro-batch "$mb" --steps 6 --bench-warmup 2 \
@@ -125,13 +129,18 @@ fi
 # a micro-batch; the validated ZeRO-3 runs prefetch, and no validated layout runs ZeRO-3 on 2 ranks.
 tp_rows="$(measure tp 256 96 2; measure tp 256 192 2; measure tp 256 128 8)"
 gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather 384 128 1)"
-python3 - "$OUT" "$tp_rows" "$gather_rows" <<'PY'
-import json, sys
+python3 - "$OUT" "$tp_rows" "$gather_rows" "$WORK" <<'PY'
+import glob, json, sys
 sys.path.insert(0, "tools")
+import duration_spread
 import hardware_json
 import relative_fit
 out = sys.argv[1]
 hw = json.load(open(out))
+# How much one computation's, and one collective's, time varies between its runs (compute_cv,
+# comm_cv): from the gather jobs' traces (their last step, every rank).
+spread = duration_spread.spread(sorted(glob.glob(sys.argv[4] + "/gather-*.trace.rank*.json")))
+hw["compute_cv"], hw["comm_cv"] = round(spread["compute_cv"], 3), round(spread["comm_cv"], 3)
 src = hw.get("source", "").split("; intra_node_oversubscribed from")[0]
 notes = []
 for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 jobs of the 3D baseline at once, their TP wait per step"),
@@ -147,6 +156,8 @@ for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 job
                     for (wd, c, mb, *_), (a, b, w) in zip(rows, pts))
     hw[key] = {"bandwidth_gbps": gbps, "latency_us": us, "efficiency": 1.0}
     notes.append("%s from %s fitted (tools/calibrate_pairs.sh): %.3f GB/s bus, %.0f us per hop (%s)" % (key, what, gbps, us, fit))
+notes.append("compute_cv %.3f and comm_cv %.3f from the same gather jobs' traces (tools/duration_spread.py: %d computations,"
+             " %d collectives)" % (hw["compute_cv"], hw["comm_cv"], spread["computations"], spread["collectives"]))
 hw["source"] = "; ".join(([src] if src else []) + notes)
 hardware_json.write(out, hw)
 for n in notes:

@@ -25,6 +25,7 @@ LEGEND = [("forward", "F"), ("recompute", "R"), ("backward (B, Bi)", "B"), ("wei
           ("optimizer", "OPT"), ("gather", "G"), ("release", "X"), ("reduce-scatter", "RS"),
           ("point-to-point", "SA")]
 LOWER = {"G", "X", "RS", "SA", "RA", "SG", "RG"}
+COMM_TRACK = 1000  # scheduler/trace.h kCommStreamTrack
 
 
 def kind(name):
@@ -53,6 +54,9 @@ def load(paths):
                 events += json.load(f)["traceEvents"]
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"zpp timeline: cannot read trace '{path}': {e}")
+    # The communication threads' tracks (tid 1000 + rank, Trainer::TraceJson) open in Perfetto; the
+    # picture keeps one lane per rank.
+    events = [e for e in events if e.get("tid", 0) < COMM_TRACK]
     if not events:
         sys.exit("zpp timeline: the traces hold no events")
     return events

@@ -154,7 +154,11 @@ int Main(int argc, char** argv) {
     if (lead) std::printf("INIT from %s: %d tensors\n", cfg.init_from.c_str(), n);
   }
   // One runtime for every layout: pp = 1 runs the zero3 schedule, pp > 1 a pipeline schedule.
-  auto trainer = Trainer::Create(model.ptr(), env, cfg.trainer);
+  // --trace draws each group's communication thread beside the actions (Trainer::TraceJson): its
+  // OpLog must hold a whole step's operations, not the flight recorder's last 64.
+  ProcessGroupsOptions groups_options;
+  if (!cfg.trace.empty()) groups_options.comm.log_capacity = 1 << 14;
+  auto trainer = Trainer::Create(model.ptr(), env, cfg.trainer, groups_options);
   ProcessGroups* groups = &trainer->groups();
   const int64_t dp_rank = trainer->dp_rank();
   const int64_t dp_size = trainer->dp_size();

@@ -14,6 +14,7 @@
 #include "scheduler/runtime/stage_partition.h"
 #include "scheduler/trace.h"
 #include "zeropp/checkpoint/checkpoint.h"
+#include "zeropp/comm_stats.h"
 #include "zeropp/device.h"
 #include "zeropp/host_allocator.h"
 #include "zeropp/unit_plan.h"
@@ -241,6 +242,21 @@ scheduler::TimeShares Trainer::LastStepShares() const {
   return t;
 }
 
-std::string Trainer::TraceJson() const { return scheduler::ChromeTraceJson(executor_->trace()); }
+std::string Trainer::TraceJson() const {
+  // The executor's actions, and beside them what each group's communication thread ran during the
+  // step (its OpLog: only operations that started after the step did and have finished; the log
+  // keeps the last CommOptions::log_capacity of them, so a long step's early ones may be gone).
+  std::vector<scheduler::TraceEvent> events = executor_->trace();
+  const int64_t origin = executor_->trace_origin_us();
+  for (const Communicator* c : {&groups_->zero(), &groups_->pp(), &groups_->dp(), &groups_->world()}) {
+    if (c->size() < 2) continue;
+    for (const OpRecord& r : c->RecentOps()) {
+      if (r.start_us < origin || r.state != OpState::kDone) continue;
+      events.push_back({c->global_rank(), absl::StrCat(OpKindName(r.kind), " ", c->name(), " #", r.seq, " ", r.bytes, "B"),
+                        "comm", (r.start_us - origin) * 1e-6, (r.end_us - origin) * 1e-6, /*comm_stream=*/true});
+    }
+  }
+  return scheduler::ChromeTraceJson(events);
+}
 
 }  // namespace zeropp

@@ -135,6 +135,8 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   if (r.Has("grad_handling_ns_per_param")) {
     h.grad_handling_s_per_param = r.Number("grad_handling_ns_per_param", 0, 1e6) * 1e-9;
   }
+  if (r.Has("compute_cv")) h.compute_cv = r.Number("compute_cv", 0, 10);
+  if (r.Has("comm_cv")) h.comm_cv = r.Number("comm_cv", 0, 10);
   h.memory_bytes = r.Number("memory.capacity_gb", 1e-3, 1e6) * 1e9;
   h.memory_bytes_per_s = r.Number("memory.bandwidth_gbps", 1e-3, 1e6) * 1e9;
   h.memory_efficiency = r.Number("memory.efficiency", 1e-3, 1);

@@ -33,6 +33,11 @@
 //                                to the reduction and taking the result), at a whole core, measured
 //                                on a CPU box by ./zpp calibrate, whose 1-rank runs reduce every
 //                                unit every micro-batch; charged at each reduction in the program
+//   compute_cv, comm_cv          optional, default 0: how much one computation's, and one
+//                                collective's or transfer's, time varies from one run of it to the
+//                                next (coefficient of variation; CostModel::compute_cv): a CPU box
+//                                time-slicing more ranks than cores; measured by ./zpp calibrate; 0
+//                                on GPUs
 //   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
 //                                reserved: runtime context + allocator slack, never usable
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
@@ -128,6 +133,7 @@ struct Hardware {
   double layer_overhead_s = 0;
   double optimizer_params_per_s = 0;  // 0: memory-bound model
   double grad_handling_s_per_param = 0;
+  double compute_cv = 0, comm_cv = 0;
   double memory_bytes = 0;
   double memory_bytes_per_s = 0;
   double memory_efficiency = 0.85;

@@ -247,6 +247,7 @@ StepResult Executor::Run(const Schedule& schedule, bool train, const std::vector
   split_stats_ = {};
   ++im.run_index;
   const auto t0 = Clock::now();
+  trace_origin_us_ = std::chrono::duration_cast<std::chrono::microseconds>(t0.time_since_epoch()).count();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   double loss_sum = 0;
   StepResult result;

@@ -84,6 +84,9 @@ class Executor {
   // The last Step's (or Evaluate's) actions on this rank (track = global rank), seconds from its
   // start; waits for gathers and transfers and recomputed forwards (R) are events of their own.
   const std::vector<TraceEvent>& trace() const { return trace_; }
+  // The last Step's start on the steady clock, in microseconds since its epoch (the clock and unit of
+  // the communicators' OpLog): places their operations on the trace's time axis.
+  int64_t trace_origin_us() const { return trace_origin_us_; }
   const BackwardSplitStats& split_stats() const { return split_stats_; }
   int stage_of_unit(int u) const { return stage_of_unit_[u]; }
   // Unit u holds a tensor tied across stages: its gradient is reduced once, at the step's end,
@@ -99,6 +102,7 @@ class Executor {
   Schedule schedule_, eval_schedule_;
   std::vector<int> stage_of_unit_;
   std::vector<TraceEvent> trace_;
+  int64_t trace_origin_us_ = 0;
   BackwardSplitStats split_stats_;
 };
 
