@@ -23,7 +23,8 @@ constexpr int kCommStreamTrack = 1000;
 std::string ChromeTraceJson(const std::vector<TraceEvent>& events);
 
 // Where one rank's step time went, from its executor trace (a rank's events do not overlap: a wait
-// inside an action is its own event; comm_stream events are not the rank's time and are skipped). Seconds, accumulated over the steps passed to Add.
+// inside an action is its own event; comm_stream events are not the rank's time and are skipped).
+// Seconds, accumulated over the steps passed to Add.
 struct TimeShares {
   double forward = 0;          // F
   double backward = 0;         // B (input and weight gradients together)
