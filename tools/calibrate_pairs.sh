@@ -139,7 +139,10 @@ out = sys.argv[1]
 hw = json.load(open(out))
 # How much one computation's, and one collective's, time varies between its runs (compute_cv,
 # comm_cv): from the gather jobs' traces (their last step, every rank).
-spread = duration_spread.spread(sorted(glob.glob(sys.argv[4] + "/gather-*.trace.rank*.json")))
+try:
+    spread = duration_spread.spread(sorted(glob.glob(sys.argv[4] + "/gather-*.trace.rank*.json")))
+except (OSError, ValueError, KeyError) as e:  # one line, no traceback; the description is left as it was
+    sys.exit("calibrate_pairs: %s" % e)
 hw["compute_cv"], hw["comm_cv"] = round(spread["compute_cv"], 3), round(spread["comm_cv"], 3)
 src = hw.get("source", "").split("; intra_node_oversubscribed from")[0]
 notes = []
