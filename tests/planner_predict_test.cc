@@ -216,6 +216,48 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   gpu.shared_compute_units = 0;
   EXPECT_FALSE(BuildCostModel(m, z8, gpu, 8).has_intra_idle);
 }
+// A pipeline transfer between ranks of one CPU box takes the slower, in latency and in bandwidth, of
+// the blocking link (intra_node, or intra_node_oversubscribed where the ranks outnumber the cores)
+// and the measured intra_node_p2p; without intra_node_p2p, or on GPUs, the blocking link alone;
+// between nodes, inter_node.
+TEST(Planner, SameNodePipelineTransfersTakeTheMeasuredP2pLink) {
+  Hardware box = Toy();  // 4 devices per node
+  box.shared_compute_units = 2;
+  box.intra_oversubscribed = {0.3e9, 700e-6, 1};
+  const ModelShape m = Small();
+  Layout l;
+  l.design = Design::k3D;
+  l.schedule = "1f1b";
+  l.pp = 2, l.micro_batch = 2;
+  scheduler::CostModel c = BuildCostModel(m, l, box, 2);
+  EXPECT_DOUBLE_EQ(c.inter.alpha_s, box.intra.latency_s);
+  EXPECT_DOUBLE_EQ(c.inter.bytes_per_s, box.intra.Effective());
+  Hardware p2p = box;
+  p2p.intra_p2p = {box.intra.bytes_per_s / 2, 1500e-6, 1};
+  c = BuildCostModel(m, l, p2p, 2);  // a core per rank: against intra_node
+  EXPECT_DOUBLE_EQ(c.inter.alpha_s, 1500e-6);
+  EXPECT_DOUBLE_EQ(c.inter.bytes_per_s, box.intra.bytes_per_s / 2);
+  l.pp = 4;  // 4 ranks on 2 cores: against intra_node_oversubscribed
+  c = BuildCostModel(m, l, p2p, 4);
+  EXPECT_DOUBLE_EQ(c.inter.alpha_s, 1500e-6);
+  EXPECT_DOUBLE_EQ(c.inter.bytes_per_s, 0.3e9);
+  p2p.intra_p2p.latency_s = 500e-6;
+  c = BuildCostModel(m, l, p2p, 4);
+  EXPECT_DOUBLE_EQ(c.inter.alpha_s, 700e-6);
+  Hardware gpu = p2p;
+  gpu.shared_compute_units = 0;
+  c = BuildCostModel(m, l, gpu, 4);
+  EXPECT_DOUBLE_EQ(c.inter.alpha_s, box.intra.latency_s);
+  EXPECT_DOUBLE_EQ(c.inter.bytes_per_s, box.intra.Effective());
+  // Stages on different nodes (8 stages, 4 devices a node): the inter-node link, per device.
+  ModelShape deep = m;
+  deep.layers = 8;
+  l.pp = 8;
+  c = BuildCostModel(deep, l, p2p, 4);
+  EXPECT_DOUBLE_EQ(c.inter.alpha_s, box.inter.latency_s);
+  EXPECT_DOUBLE_EQ(c.inter.bytes_per_s, box.inter.Effective() / 4);
+}
+
 // The executor's gradient bookkeeping (grad_handling_ns_per_param, measured per parameter of a unit
 // per reduction at a whole core) is charged at each reduction in the program: ZeRO-3 reduces every
 // unit every micro-batch, a pipeline without sharding each chunk once a step. By hand with Small():

@@ -88,6 +88,9 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   // The inter-node link measured idle: absent, none.
   EXPECT_EQ(h.inter_idle.bytes_per_s, 0);
   optional_link(kHw, "inter_node_idle", &Hardware::inter_idle);
+  // A pipeline transfer inside the box while its ranks compute: absent, none.
+  EXPECT_EQ(h.intra_p2p.bytes_per_s, 0);
+  optional_link(kHw, "intra_node_p2p", &Hardware::intra_p2p);
   over.replace(over.find("1.05"), 4, "0.5");
   EXPECT_THROW(ParseHardware(over, "over.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);

@@ -48,7 +48,9 @@
 #     (intra_node_oversubscribed_gather: whole units' all-gathers waited on at once), and from those
 #     jobs' traces how much one computation's and one collective's time varies between its runs
 #     (compute_cv, comm_cv: tools/duration_spread.py; the simulator draws each duration around its
-#     mean and predicts the mean step);
+#     mean and predicts the mean step); then one pipeline job of one rank per core at 1 and at 4
+#     chunks per rank, and the latency at which the planner predicts its step's growth between the
+#     two (intra_node_p2p: a pipeline transfer while both ranks compute, tools/p2p_fit.py);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One optional argument, the output file; checked before the measurements (minutes) start.

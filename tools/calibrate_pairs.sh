@@ -8,6 +8,10 @@
 #   - intra_node_oversubscribed_gather: a ZeRO group's all-gather of a whole unit (megabytes) waited
 #     on at once, from two 2-rank ZeRO-3 jobs at once without prefetch (tools/train --prefetch 0),
 #     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s);
+#   - intra_node_p2p: a pipeline transfer between two ranks of the box while both compute, from one
+#     pipeline job of one rank per core at 1 and at 4 chunks per rank (each chunk boundary is one
+#     more transfer each way per micro-batch): the latency at which the planner predicts the step's
+#     growth from 1 to 4 chunks, the bandwidth intra_node's (tools/p2p_fit.py);
 #   - compute_cv and comm_cv: from the gather jobs' traces (--trace, the last step of every rank),
 #     how much the same computation (a chunk's forward or backward, micro-batch to micro-batch) and
 #     the same collective (kind and size, on the rank's communication track) vary between runs
@@ -97,7 +101,7 @@ measure() {
   for link in '{"bandwidth_gbps": 1e6, "latency_us": 1000, "efficiency": 1}' \
               '{"bandwidth_gbps": 1, "latency_us": 0, "efficiency": 1}'; do
     python3 -c "import json,sys; h=json.load(open('$OUT')); l=json.loads(sys.argv[1]); h['intra_node']=l; \
-h['intra_node_oversubscribed']=l; h.pop('intra_node_oversubscribed_gather', None); \
+h['intra_node_oversubscribed']=l; h.pop('intra_node_oversubscribed_gather', None); h.pop('intra_node_p2p', None); \
 json.dump(h, open('$WORK/unit.json','w'))" "$link"
     if [[ $kind == tp ]]; then
       set -- --design 3d --tp 2 --global-batch $((M * mb)) && field=tp_collectives_s
@@ -165,4 +169,49 @@ hw["source"] = "; ".join(([src] if src else []) + notes)
 hardware_json.write(out, hw)
 for n in notes:
     print("calibrate: " + n)
+PY
+
+# Pipeline transfers inside the box while its ranks compute (intra_node_p2p): one job of one rank per
+# core (pp = the cores; width 192, 4 layers a rank, context 96, micro-batches of 4, 4 a rank: a shape
+# no validated layout runs), at 1 chunk per rank (1F1B) and at 4 (interleaved: one layer a chunk), in
+# turn REPS times, after the fits above (the prediction uses the description as they left it).
+P2P_SHAPE=(192 $((4 * UNITS)) 4 96 4 $((4 * UNITS)) "$UNITS")  # width depth heads context micro-batch microbatches pp
+p2p_job() {  # CHUNKS REP: one run, its mean step
+  local v=$1 schedule=1f1b f="$WORK/p2p-$1-$2.txt"
+  ((v > 1)) && schedule=interleaved
+  timeout 900 bazel-bin/tools/launcher --nproc-per-node "$UNITS" --master-port 29770 -- bazel-bin/tools/train \
+    --width "${P2P_SHAPE[0]}" --depth "${P2P_SHAPE[1]}" --heads "${P2P_SHAPE[2]}" --context "${P2P_SHAPE[3]}" \
+    --micro-batch "${P2P_SHAPE[4]}" --microbatches "${P2P_SHAPE[5]}" --pp "$UNITS" --chunks "$v" --schedule $schedule \
+    --steps 10 --bench-warmup 3 --log-every 1000 --lr 3e-3 >"$f" 2>&1 ||
+    { echo "calibrate_pairs: the pipeline job at $v chunks per rank failed:" >&2; tail -5 "$f" >&2; exit 1; }
+  grep -aoP '(?<=step_s_mean=)[0-9.]+' "$f" | head -1 || true
+}
+p2p_v1=() p2p_v4=()
+for ((r = 0; r < REPS; r++)); do
+  p2p_v1+=("$(p2p_job 1 "$r")")
+  p2p_v4+=("$(p2p_job 4 "$r")")
+done
+mean() { printf '%s\n' "$@" | awk 'NF { s += $1; n++ } END { if (n) printf "%.4f", s / n }'; }
+v1="$(mean "${p2p_v1[@]}")" v4="$(mean "${p2p_v4[@]}")"
+[[ -n "$v1" && -n "$v4" ]] || { echo "calibrate_pairs: the pipeline jobs printed no step (step_s_mean)" >&2; exit 1; }
+p2p="$(python3 tools/p2p_fit.py "$OUT" "$v1" "$v4" "${P2P_SHAPE[@]}")"
+python3 - "$OUT" "$p2p" "${p2p_v1[*]}" "${p2p_v4[*]}" "${P2P_SHAPE[@]}" <<'PY'
+import json, re, sys
+sys.path.insert(0, "tools")
+import hardware_json
+out, fit, runs1, runs4 = sys.argv[1:5]
+width, depth, heads, context, mb, m, pp = sys.argv[5:12]
+f = {k: float(v) for k, v in re.findall(r"(\w+)=(-?[0-9.]+)", fit)}
+hw = json.load(open(out))
+intra = hw["intra_node"]
+hw["intra_node_p2p"] = {"bandwidth_gbps": intra["bandwidth_gbps"], "latency_us": round(f["latency_us"], 1),
+                        "efficiency": intra.get("efficiency", 1.0)}
+note = ("intra_node_p2p from one %s-rank pipeline job (width %s, %s layers, context %s x %s, %s micro-batches) at 1 and "
+        "4 chunks per rank, %d runs each in turn: step %s and %s s measured (growth %.4f s), the planner's growth "
+        "matched at %.0f us per transfer (%.4f and %.4f s predicted; tools/p2p_fit.py), bandwidth intra_node's"
+        % (pp, width, depth, context, mb, m, len(runs1.split()), "/".join(runs1.split()), "/".join(runs4.split()),
+           f["measured_growth_s"], f["latency_us"], f["predicted_v1_s"], f["predicted_v4_s"]))
+hw["source"] = hw.get("source", "") + "; " + note
+hardware_json.write(out, hw)
+print("calibrate: " + note)
 PY

@@ -52,13 +52,22 @@
 //                                intra-node link as a blocking collective sees it while the box's
 //                                ranks outnumber its cores (two tp=2 jobs of the 3D baseline at once,
 //                                their TP waits fitted: the partner must be scheduled to answer);
-//                                tensor-parallel collectives, same-node pipeline receives and
-//                                step-end collectives use it there (prefetched gathers do not)
+//                                tensor-parallel collectives, same-node pipeline receives (with
+//                                intra_node_p2p, see there) and step-end collectives use it there
+//                                (prefetched gathers do not)
 //   intra_node_oversubscribed_gather {bandwidth_gbps, latency_us, efficiency}   optional, CPU
 //                                boxes: the same, for a ZeRO group's all-gather of a whole unit
 //                                waited on at once (megabytes, where TP's all-reduces move tens to
 //                                hundreds of kilobytes): two 2-rank ZeRO-3 jobs without prefetch at
 //                                once, their gather waits fitted. Default: intra_node_oversubscribed
+//   intra_node_p2p {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the intra-node
+//                                link as a pipeline transfer sees it while both ranks compute (the
+//                                sender computes on while its transport's threads must be scheduled;
+//                                tools/calibrate_pairs.sh fits its latency to how much a pipeline
+//                                job's step grows from 1 to 4 chunks per rank, its bandwidth
+//                                intra_node's). Same-node pipeline transfers take the slower of it
+//                                and the blocking link (intra_node, or intra_node_oversubscribed
+//                                where the ranks outnumber the cores) in each part. Default: none
 //   oversubscribed_compute_factor optional, CPU boxes, default 1: how much slower a core's compute
 //                                runs while twice as many ranks as cores compute (switching, caches)
 //   comm_cpu_gbps                optional, CPU boxes: bytes a rank sends per second of compute it
@@ -143,6 +152,7 @@ struct Hardware {
   LinkSpec inter_idle;  // bytes_per_s 0: none (inter is used)
   LinkSpec intra_oversubscribed;  // bytes_per_s 0: none (intra is used)
   LinkSpec intra_oversubscribed_gather;  // bytes_per_s 0: none (intra_oversubscribed is used)
+  LinkSpec intra_p2p;  // bytes_per_s 0: none (same-node pipeline transfers take the blocking link)
   double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
   double comm_cpu_inter_bytes_per_s = 0;  // 0: CommCpuBytesPerSecond()

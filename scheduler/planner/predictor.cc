@@ -113,6 +113,18 @@ Hardware BlockingLinks(const Hardware& hw, int devices_on_box) {
   return b;
 }
 
+// The link a pipeline transfer between two ranks of one node takes: the blocking link, or on a CPU
+// box that measured intra_node_p2p (a transfer while both ranks compute) the slower of the two in
+// latency and in bandwidth.
+scheduler::Link SameNodeTransferLink(const Hardware& hw, const Hardware& blocking) {
+  scheduler::Link l{blocking.intra.latency_s, blocking.intra.Effective()};
+  if (hw.shared_compute_units > 0 && hw.intra_p2p.bytes_per_s > 0) {
+    l.alpha_s = std::max(l.alpha_s, hw.intra_p2p.latency_s);
+    l.bytes_per_s = std::min(l.bytes_per_s, hw.intra_p2p.Effective());
+  }
+  return l;
+}
+
 CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
   const int g = hw.devices_per_node;
   const Hardware blocking = BlockingLinks(hw, devices_on_box);
@@ -173,7 +185,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // Neighbouring stages are `stride` ranks apart; a receive is waited for (blocking).
   const int stride = l.design == Design::k3D ? (l.dp_outer ? l.tp : l.tp * l.dp) : l.zero;
   const bool same_node = stride * l.pp <= g;
-  c.inter = same_node ? scheduler::Link{blocking.intra.latency_s, blocking.intra.Effective()}
+  c.inter = same_node ? SameNodeTransferLink(hw, blocking)
                       : scheduler::Link{hw.inter.latency_s, hw.inter.Effective() / g};
   if (l.design != Design::k3D) {
     double stage = 0;
