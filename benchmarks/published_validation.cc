@@ -62,6 +62,16 @@ int main(int argc, char** argv) {
         m.swiglu = mj.value("swiglu", false);  // true: a Llama block (SwiGLU, RMSNorm, no biases, RoPE)
         m.flash_attention = mj.value("flash_attention", false);
         m.selective_recompute = mj.value("selective_recompute", false);
+        // Which flash kernel: flash-v2 (FlashAttention 2 or later, the default) or flash-v1
+        // (FlashAttention 1 or its Triton port: the hardware's attention_efficiency_flash_v1).
+        const std::string kernel = mj.value("attention_kernel", std::string("flash-v2"));
+        if (kernel != "flash-v1" && kernel != "flash-v2") {
+          throw std::invalid_argument(m.name + ": model.attention_kernel is '" + kernel + "', expected flash-v1 or flash-v2");
+        }
+        if (kernel == "flash-v1" && !m.flash_attention) {
+          throw std::invalid_argument(m.name + ": model.attention_kernel is flash-v1, but flash_attention is false");
+        }
+        m.flash_v1 = kernel == "flash-v1";
         const json& lj = c.at("layout");
         Layout l;
         const std::string design = lj.value("design", "3d");

@@ -165,6 +165,41 @@ Schedule OneFOneB(int pp, int m, const GenOptions& o) {
   return Finish(s, o, true);
 }
 
+// DeepSpeed's pipeline engine (deepspeed/runtime/pipe/schedule.py, TrainSchedule): 2(m+pp-1)
+// steps; at each, even stages run a forward where odd stages run a backward and the reverse at the
+// next, so each transfer pairs two neighbours in the same step. A forward step first receives its
+// input and sends the gradient of the previous step's backward; a backward step first sends the
+// previous step's forward output and receives its gradient. Every transfer blocks its rank there
+// (CostModel::blocking_p2p).
+Schedule DeepSpeed1F1B(int pp, int m, const GenOptions& o) {
+  CheckCommon("deepspeed", pp, 1, m);
+  Schedule s = Blank("deepspeed", pp, 1, m, 0);
+  for (int r = 0; r < pp; ++r) {
+    auto& out = s.ranks[r];
+    auto valid = [&](int mb) { return mb >= 0 && mb < m; };
+    auto emit = [&](ActionKind k, int mb, int peer = -1) { out.push_back(Action{k, 0, mb, peer}); };
+    int prev_mb = -1;
+    for (int step = 0; step < 2 * (m + pp - 1); ++step) {
+      const bool forward = step % 2 == r % 2;
+      const int base = forward ? (step - (step % 2)) / 2 - r / 2
+                               : (step % 2 == 0 ? step / 2 - pp + (r + 1) / 2 : (step - 1) / 2 - pp + 1 + r / 2);
+      if (forward) {
+        if (r > 0 && valid(base)) emit(ActionKind::kRecvAct, base, r - 1);
+        if (r > 0 && valid(prev_mb)) emit(ActionKind::kSendGrad, prev_mb, r - 1);
+        if (valid(base)) emit(ActionKind::kForward, base);
+      } else {
+        if (r < pp - 1 && valid(prev_mb)) emit(ActionKind::kSendAct, prev_mb, r + 1);
+        if (r < pp - 1 && valid(base)) emit(ActionKind::kRecvGrad, base, r + 1);
+        if (valid(base)) emit(ActionKind::kBackward, base);
+      }
+      prev_mb = base;
+    }
+  }
+  GenOptions keep = o;
+  keep.group_transfers = false;  // the engine's order is the schedule
+  return Finish(s, keep, true);
+}
+
 Schedule Interleaved(int pp, int v, int m, const GenOptions& o) {
   CheckCommon("interleaved", pp, v, m);
   Require(m % pp == 0, absl::StrCat("interleaved: m(", m, ") must be a multiple of pp(", pp, ")"));
@@ -430,11 +465,12 @@ Schedule Generate(const std::string& name, int pp, int v, int m, int u, const Ge
   if (name == "interleaved") return Interleaved(pp, v, m, o);
   if (name == "zeropp") return ZeroPP(pp, v, m, u, o);
   if (name == "zb-h1") return only_v1(), ZbH1(pp, m, o);
+  if (name == "deepspeed") return only_v1(), DeepSpeed1F1B(pp, m, o);
   if (name == "zero3") {
     Require(pp == 1 && v == 1, absl::StrCat("zero3: pp(", pp, ") and v(", v, ") must be 1"));
     return Zero3(m, Zero3Plan{}, o);
   }
-  throw std::invalid_argument("schedule: got '" + name + "', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3");
+  throw std::invalid_argument("schedule: got '" + name + "', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, deepspeed, zero3");
 }
 
 }  // namespace scheduler

@@ -5,6 +5,8 @@
 //   Interleaved  Megatron's interleaved 1F1B over v chunks per rank (m % pp == 0)
 //   ZeroPP       units of U micro-batches, each an interleaved GPipe with a 1F1B overlap on the
 //                last chunk, weights gathered once per chunk change, W deferred (ZEROPP.md)
+//   DeepSpeed1F1B  DeepSpeed's pipeline engine (TrainSchedule): 1F1B in lock-step half-steps,
+//                neighbouring stages pairing their blocking transfers (v = 1)
 //   ZbH1         1F1B with the backward split into input (Bi) and weight (W) gradients, W
 //                deferred into the cool-down bubbles (zero-bubble H1)
 //   Zero3        the pp = 1 case: every scheduling unit is a chunk of the one rank; per
@@ -42,6 +44,7 @@ Schedule OneFOneB(int pp, int m, const GenOptions& o = {});
 Schedule Interleaved(int pp, int v, int m, const GenOptions& o = {});
 Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o = {});
 Schedule ZbH1(int pp, int m, const GenOptions& o = {});
+Schedule DeepSpeed1F1B(int pp, int m, const GenOptions& o = {});
 // What the ZeRO-3 schedule needs to know of the model and the engine options. Unit k is chunk k.
 struct Zero3Plan {
   int units = 1;
@@ -66,7 +69,7 @@ Schedule Zero3(int m, const Zero3Plan& plan, const GenOptions& o = {});
 // the original; in ZeroPP a unit still passes chunk by chunk with one gather per chunk change.
 Schedule ForwardOnly(const Schedule& s);
 
-// By name: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3 (one unit; see Zero3 for more).
+// By name: gpipe, 1f1b, interleaved, zeropp, zb-h1, deepspeed, zero3 (one unit; see Zero3 for more).
 Schedule Generate(const std::string& name, int pp, int v, int m, int u, const GenOptions& o = {});
 
 }  // namespace scheduler

@@ -30,6 +30,8 @@ struct Work {
   bool wait_gather = false;  // waits for its chunk's gather
   int wait_input = 0;        // 1: its forward's activation, 2: its backward's gradient, 0: none
   bool after_comm = false;   // waits for the comm stream to drain (the optimizer step)
+  bool wait_transfer = false;  // a blocking send or receive (CostModel::blocking_p2p): its arrival
+  Key transfer;
   bool shared = true;        // shares the box's cores (false: a blocking wait, or the step tail)
   bool traced = true;
   // A computation with blocking collectives runs as two works: its compute, then the wait (no
@@ -117,6 +119,8 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
   };
   std::vector<R> st(pp);
   std::map<Key, double> sent;  // transfer -> when its send was issued
+  std::map<Key, double> recv_posted;  // transfer -> when its receive was posted
+  std::map<Key, double> arrived;      // transfer -> when its data arrived, once both sides were there
   SimResult res;
 
   // Takes the rank's next action off its program: communication is issued at once, computation
@@ -172,6 +176,17 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
       Work w;
       w.label = name + " (cpu)";
       w.seconds = cpu * draw(cost.compute_cv);
+      x.queue.push_back(w);
+    };
+    // A blocking transfer (CostModel::blocking_p2p): nothing after it in the program starts
+    // before its data has arrived.
+    auto block_on = [&](const Key& k) {
+      Work w;
+      w.label = name;
+      w.wait_transfer = true;
+      w.transfer = k;
+      w.shared = false;
+      w.traced = false;
       x.queue.push_back(w);
     };
     // A collective of `seconds` (`idle_seconds` on an idle box where load_dependent): returns when
@@ -261,9 +276,11 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
         break;
       case ActionKind::kSendAct:
       case ActionKind::kSendGrad: {
-        sent[Key{IsGrad(a.kind), r, a.peer, a.chunk, a.mb}] = x.t;
+        const Key k{IsGrad(a.kind), r, a.peer, a.chunk, a.mb};
+        sent[k] = x.t;
         x.p2p_bytes += cost.activation_bytes;
         steal_cpu(cost.activation_bytes, IsGrad(a.kind) ? 1 : 2, true);
+        if (cost.blocking_p2p) block_on(k);
         break;
       }
       case ActionKind::kRecvAct:
@@ -277,9 +294,11 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
         const int sender_stage = a.chunk * s.pp + a.peer;
         const int mine = IsGrad(a.kind) ? sender_stage - 1 : sender_stage + 1;
         constexpr double kWithItsForward = -std::numeric_limits<double>::infinity();  // before any send
-        const double posted_at = IsGrad(a.kind) ? kWithItsForward : x.t;
-        (IsGrad(a.kind) ? x.grad_posted : x.act_posted)[{mine / s.pp, a.mb}] = {
-            Key{IsGrad(a.kind), a.peer, r, a.chunk, a.mb}, posted_at};
+        const double posted_at = IsGrad(a.kind) && !cost.blocking_p2p ? kWithItsForward : x.t;
+        const Key k{IsGrad(a.kind), a.peer, r, a.chunk, a.mb};
+        (IsGrad(a.kind) ? x.grad_posted : x.act_posted)[{mine / s.pp, a.mb}] = {k, posted_at};
+        recv_posted[k] = posted_at;
+        if (cost.blocking_p2p) block_on(k);
         break;
       }
       case ActionKind::kOptimizerStep: {
@@ -296,10 +315,34 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
     x.pc++;
   };
 
+  // When a transfer's data arrives, once its send and its receive are both issued (-1 before). A
+  // send that waited for its receive starts when the receive's notice reaches the sender (one
+  // message latency), then takes the transfer's own time.
+  auto arrive = [&](const Key& k) -> double {
+    auto done = arrived.find(k);
+    if (done != arrived.end()) return done->second;
+    auto snd = sent.find(k);
+    auto rcv = recv_posted.find(k);
+    if (snd == sent.end() || rcv == recv_posted.end()) return -1;
+    const double send_at = snd->second;
+    const double start = std::max(send_at, rcv->second + cost.inter.alpha_s);
+    const double at = start + cost.inter.Time(cost.activation_bytes) * draw(cost.comm_cv);
+    res.events.push_back({std::get<1>(k), TransferName(k), "p2p", send_at, at});
+    sent.erase(snd);
+    recv_posted.erase(rcv);
+    arrived[k] = at;
+    return at;
+  };
+
   // When the rank's next work may start, or a negative value while an input it waits for has not
   // been sent yet.
   auto ready = [&](R& x, const Work& w) -> double {
     double at = x.t;
+    if (w.wait_transfer) {
+      const double got = arrive(w.transfer);
+      if (got < 0) return -1;
+      at = std::max(at, got);
+    }
     if (w.wait_gather && x.gather_ready.count(w.chunk)) {
       if (x.gather_ready[w.chunk] == kPending) return -1;
       at = std::max(at, x.gather_ready[w.chunk]);
@@ -314,16 +357,10 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
       const std::pair<int, int> cm{w.chunk, w.mb};
       auto p = posted.find(cm);
       if (p != posted.end()) {
-        auto it = sent.find(p->second.first);
-        if (it == sent.end()) return -1;
-        // A send that waited for its receive starts when the receive's notice reaches the sender
-        // (one message latency), then takes the transfer's own time.
-        const double send_at = it->second, posted_at = p->second.second;
-        const double start = std::max(send_at, posted_at + cost.inter.alpha_s);
-        got[cm] = start + cost.inter.Time(cost.activation_bytes) * draw(cost.comm_cv);
-        const int sender = std::get<1>(it->first);
-        res.events.push_back({sender, TransferName(it->first), "p2p", send_at, got[cm]});
-        sent.erase(it);
+        const double arrival = arrive(p->second.first);
+        if (arrival < 0) return -1;
+        got[cm] = arrival;
+        if (!cost.blocking_p2p) arrived.erase(p->second.first);  // else its sender may still ask
         posted.erase(p);
       }
       if (got.count(cm)) at = std::max(at, got[cm]);

@@ -118,6 +118,11 @@ struct CostModel {
   // runs a collective (a prefetched gather, a reduction): the collectives' kernels share the SMs
   // and memory bandwidth. Blocking waits and the step tail, which overlap nothing, are not slowed.
   double overlap_slowdown = 0;
+  // Every send and receive holds its rank's program until its data has arrived, a receive being
+  // posted where the program reaches it (DeepSpeed's pipeline engine: each p2p operation is a
+  // blocking broadcast between the two ranks). false: sends are asynchronous, and only the
+  // computation consuming a receive waits (Megatron, zeropp's executor).
+  bool blocking_p2p = false;
   // A CPU box's cores, when its ranks outnumber them: compute then runs at min(1, shared_cores /
   // ranks computing at that moment) of the speed the times above give (a whole core each). Each
   // simulated rank stands for ranks_per_simulated_rank of the box's ranks (its ZeRO, TP or DP

@@ -138,7 +138,7 @@ TEST(Planner, PipelineLayoutsNameARealSchedule) {
     EXPECT_EQ(l.Check(m, 4, 4, 32), "") << s;
   }
   l.schedule = "1F1B";
-  EXPECT_EQ(l.Check(m, 4, 4, 32), "schedule(1F1B): a pipeline of this design runs gpipe, 1f1b, interleaved or zb-h1");
+  EXPECT_EQ(l.Check(m, 4, 4, 32), "schedule(1F1B): a pipeline of this design runs gpipe, 1f1b, interleaved, zb-h1 or deepspeed");
   l.design = Design::kPipeFsdp;
   l.schedule = "1f1b", l.v = 2;
   EXPECT_EQ(l.Check(m, 4, 4, 32), "v(2) > 1 needs the interleaved schedule (got 1f1b)");

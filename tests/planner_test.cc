@@ -219,6 +219,26 @@ TEST(CostModel, LayerCostByHand) {
   EXPECT_NEAR(t.tp_comm_s, 4 * ar, 1e-18);
   EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
 }
+// Flash attention: masked blocks skipped (half the dense core's FLOPs), backward 2.5x forward, at
+// attention_efficiency; FlashAttention 1's kernels (flash_v1) at attention_efficiency_flash_v1,
+// which defaults to attention_efficiency when the description does not set it.
+TEST(CostModel, FlashAttentionKernelsByHand) {
+  ModelShape m = Small();
+  m.flash_attention = true;
+  ComputeOptions o;
+  o.micro_batch = 2;
+  const double core_f = 4.0 * 2 * 32 * 32 * 64 * 0.5;
+  const Hardware h = Toy();
+  EXPECT_DOUBLE_EQ(h.attention_efficiency_flash_v1, 0.25);
+  EXPECT_NEAR(LayerCost(m, h, o).attention_s, 3.5 * core_f / (100e12 * 0.25), 1e-18);
+  m.flash_v1 = true;
+  EXPECT_NEAR(LayerCost(m, h, o).attention_s, 3.5 * core_f / (100e12 * 0.25), 1e-18);
+  const Hardware v1 = ParseHardware(WithField(kHw, "\"attention_efficiency_flash_v1\": 0.1"), "v1.json");
+  EXPECT_NEAR(LayerCost(m, v1, o).attention_s, 3.5 * core_f / (100e12 * 0.1), 1e-18);
+  m.flash_v1 = false;  // FlashAttention 2: the description's attention_efficiency
+  EXPECT_NEAR(LayerCost(m, v1, o).attention_s, 3.5 * core_f / (100e12 * 0.25), 1e-18);
+  EXPECT_THROW(ParseHardware(WithField(kHw, "\"attention_efficiency_flash_v1\": 0"), "v1.json"), std::invalid_argument);
+}
 // Sequence parallelism: forward 2 x (all-gather + reduce-scatter) of the b*s*h activation, their
 // conjugates in the backward, and the backward's re-gather of the two column-parallel inputs:
 // blocking (benchmarks/baseline_3d), or behind each one's input-gradient GEMM (Megatron).

@@ -73,11 +73,29 @@ void CheckForwardOnly(const Schedule& s) {
   }
 }
 
+// DeepSpeed's TrainSchedule at pp=2, m=2, worked by hand from its step rule (6 steps; stage 0
+// runs forwards at even steps, stage 1 at odd ones): an activation leaves at the sender's next
+// (backward) step, a gradient at the sender's next (forward) step.
+TEST(ScheduleTest, DeepSpeedWorkedExample) {
+  const Schedule s = DeepSpeed1F1B(2, 2);
+  auto program = [&](int r) {
+    std::string out;
+    for (const Action& a : s.ranks[r]) {
+      if (a.IsCompute() || a.peer >= 0) out += (out.empty() ? "" : " ") + a.ToString();
+    }
+    return out;
+  };
+  EXPECT_EQ(program(0), "F0.0 SA0.0>1 F0.1 SA0.1>1 RG0.0<1 B0.0 RG0.1<1 B0.1");
+  EXPECT_EQ(program(1), "RA0.0<0 F0.0 B0.0 RA0.1<0 SG0.0>0 F0.1 B0.1 SG0.1>0");
+  EXPECT_EQ(s.name, "deepspeed");
+  EXPECT_THROW(Generate("deepspeed", 2, 2, 4, 0), std::invalid_argument);  // v must be 1
+}
+
 TEST(ScheduleTest, EveryGeneratorValidatesOverTheGrid) {
   int checked = 0;
   for (int pp = 1; pp <= 8; ++pp) {
     for (int m = 1; m <= 16; ++m) {
-      for (const char* name : {"gpipe", "1f1b", "zb-h1"}) {
+      for (const char* name : {"gpipe", "1f1b", "zb-h1", "deepspeed"}) {
         Schedule s = Generate(name, pp, 1, m, 0);
         for (P2PMode mode : {P2PMode::kEager, P2PMode::kRendezvous}) {
           ValidationReport rep = Validate(s, mode);
@@ -182,7 +200,7 @@ TEST(ScheduleTest, InvalidShapesAreRefusedWithTheirNumbers) {
   EXPECT_EQ(msg([] { Generate("gpipe", 2, 2, 4, 0); }), "gpipe: v(2) must be 1 (use interleaved or zeropp)");
   EXPECT_EQ(msg([] { Generate("zero3", 2, 1, 4, 0); }), "zero3: pp(2) and v(1) must be 1");
   EXPECT_EQ(msg([] { Generate("dualpipe", 2, 1, 4, 0); }),
-            "schedule: got 'dualpipe', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, zero3");
+            "schedule: got 'dualpipe', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, deepspeed, zero3");
   EXPECT_EQ(msg([] { OneFOneB(0, 4); }), "1f1b: pp(0) must be >= 1");
 }
 

@@ -389,6 +389,31 @@ TEST(SimulatorTest, TransfersStartWhenBothSidesArePosted) {
   EXPECT_EQ(checked, 3);
 }
 
+// CostModel::blocking_p2p on DeepSpeed's schedule, F 1 s and B 2 s. pp=2, m=4 by hand: stage 0
+// runs F0 [0,1], F1 [1,2], waits in SA0.1 until stage 1 (B0 [2,4]) posts RA0.1 at 4, then B0
+// [4,6], F2 [6,7], B1 [7,9], F3 [9,10], B2 [10,12], and B3 [13,15] once stage 1's B3 [11,13]
+// sends its gradient: 15 s. With free transfers the engine's pairing of neighbours costs no bubble
+// of its own: neighbouring stages settle out of phase, one's forward beside the other's backward,
+// and a deep pipeline takes 1F1B's (m + pp - 1)(F + B). What blocking costs is the transfers'
+// time, which no computation then hides.
+TEST(SimulatorTest, BlockingTransfersOfDeepSpeedsSchedule) {
+  CostModel c = Uniform();
+  c.blocking_p2p = true;
+  EXPECT_DOUBLE_EQ(Simulate(DeepSpeed1F1B(2, 4), c).step_s, 15);
+  const int pp = 8, m = 64;
+  EXPECT_DOUBLE_EQ(Simulate(DeepSpeed1F1B(pp, m), c).step_s, (m + pp - 1) * 3.0);
+  EXPECT_DOUBLE_EQ(Simulate(OneFOneB(pp, m), Uniform()).step_s, (m + pp - 1) * 3.0);
+  CostModel slow = Uniform();
+  slow.activation_bytes = 1;
+  slow.inter.bytes_per_s = 10;  // 0.1 s a transfer
+  const double free_running = Simulate(DeepSpeed1F1B(pp, m), slow).step_s;
+  slow.blocking_p2p = true;
+  const double blocking = Simulate(DeepSpeed1F1B(pp, m), slow).step_s;
+  std::printf("pp=%d m=%d, transfers of 0.1 s: deepspeed %.2f s asynchronous, %.2f s blocking\n", pp, m,
+              free_running, blocking);
+  EXPECT_GT(blocking, free_running + 0.1 * m);  // at least one exposed transfer per micro-batch
+}
+
 // CostModel::compute_cv, comm_cv: each duration drawn around its mean (lognormal, mean 1), the mean
 // step over the runs. A chain of actions keeps its mean (the mean of a sum); where the compute stream
 // waits for the comm stream and the comm stream for compute, the step holds E[max] of the two, here

@@ -42,7 +42,7 @@ LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb
   [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
   3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp]
 Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu
-  --no-flash]; flags after --model override the preset. --global-batch in sequences.
+  --no-flash --flash-v1 (FlashAttention 1's kernels)]; flags after --model override the preset. --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
   one run's inter-node link: --inter-gbps --inter-latency-us, with --inter-idle-gbps
   --inter-idle-latency-us (the same link measured idle, on a CPU box).
@@ -81,7 +81,8 @@ struct Flags {
 };
 
 const std::set<std::string> kBool = {"sweep",   "sp",      "zero1",           "dp-outer", "recompute", "reduce-fp32",
-                                     "swiglu",  "predict", "estimate-memory", "no-flash", "no-offload"};
+                                     "swiglu",  "predict", "estimate-memory", "no-flash", "no-offload",
+                                     "flash-v1"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;
@@ -164,6 +165,10 @@ ModelShape ModelFrom(const Flags& f) {
   if (f.Has("seq")) m.seq = static_cast<int>(f.Int("seq", 1, 1 << 22));
   if (f.Has("swiglu")) m.swiglu = true;
   if (f.Has("no-flash")) m.flash_attention = false;
+  if (f.Has("flash-v1")) {
+    if (!m.flash_attention) throw std::invalid_argument("--flash-v1 names a flash attention kernel; --no-flash has none");
+    m.flash_v1 = true;
+  }
   const std::string bad = m.Validate();
   if (!bad.empty()) throw std::invalid_argument(bad);
   return m;

@@ -102,7 +102,8 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   }
   // Attention core: QK^T and AV over heads/t heads.
   const double core_flops = 4.0 * o.micro_batch * m.seq * m.seq * h / t * (m.flash_attention ? 0.5 : 1.0);
-  const double attn_f = core_flops / (hw.ComputeFlops() * hw.attention_efficiency);
+  const double attn_eff = m.flash_attention && m.flash_v1 ? hw.attention_efficiency_flash_v1 : hw.attention_efficiency;
+  const double attn_f = core_flops / (hw.ComputeFlops() * attn_eff);
   const double attn_b = attn_f * (m.flash_attention ? 2.5 : m.selective_recompute ? 3.0 : 2.0);
   c.forward_s += attn_f;
   c.backward_input_s += attn_b;

@@ -6,7 +6,8 @@
 // the description's measured table where it has one (LinearEfficiency), else the shape formula
 // (MatmulEfficiency). The attention core
 // runs at attention_efficiency (flash: masked blocks skipped, backward 2.5x forward; dense: the
-// whole s x s product, backward 2x). Element-wise work (norms, residuals, activations, dropout,
+// whole s x s product, backward 2x); a model whose kernel is FlashAttention 1 (flash_v1) at
+// attention_efficiency_flash_v1. Element-wise work (norms, residuals, activations, dropout,
 // softmax) costs the bytes it moves over memory bandwidth; the constants below count passes.
 // All of it is scaled by compute_overhead, and each layer adds the fixed layer_overhead_us per
 // micro-batch (a third each to F, Bi and W): eager execution's per-operator cost on a CPU box.

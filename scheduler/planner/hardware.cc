@@ -129,6 +129,9 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.matmul_half_dim = r.Number("matmul.half_dim", 0, 1e6);
   if (r.Has("matmul.table")) h.matmul_table = ReadMatmulTable(r);
   h.attention_efficiency = r.Number("attention_efficiency", 1e-3, 1);
+  h.attention_efficiency_flash_v1 = r.Has("attention_efficiency_flash_v1")
+                                        ? r.Number("attention_efficiency_flash_v1", 1e-3, 1)
+                                        : h.attention_efficiency;
   h.compute_overhead = r.Has("compute_overhead") ? r.Number("compute_overhead", 0.1, 100) : 1.0;
   if (r.Has("layer_overhead_us")) h.layer_overhead_s = r.Number("layer_overhead_us", 0, 1e6) * 1e-6;
   if (r.Has("optimizer_mparams_per_s")) h.optimizer_params_per_s = r.Number("optimizer_mparams_per_s", 1e-3, 1e9) * 1e6;

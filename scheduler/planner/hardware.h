@@ -16,6 +16,9 @@
 //                                dims; each list flat, tokens slowest, out fastest); where present it
 //                                replaces the formula (see MatmulTable)
 //   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
+//   attention_efficiency_flash_v1  optional, default attention_efficiency: achieved/peak of the
+//                                attention core in the kernels of 2022-23 (FlashAttention 1, its
+//                                Triton port), for a model whose attention_kernel is flash-v1
 //   compute_overhead             optional, default 1: factor on every compute time. Measured on a
 //                                CPU box by ./zpp calibrate (1-rank runs' forward + backward times
 //                                fitted as this factor on the cost model's + layer_overhead_us:
@@ -138,6 +141,7 @@ struct Hardware {
   double matmul_half_dim = 128;
   MatmulTable matmul_table;  // empty: the formula
   double attention_efficiency = 0.5;
+  double attention_efficiency_flash_v1 = 0.5;  // = attention_efficiency unless the file sets it
   double compute_overhead = 1;
   double layer_overhead_s = 0;
   double optimizer_params_per_s = 0;  // 0: memory-bound model

@@ -59,8 +59,10 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
                         micro_batch, ") must all be >= 1");
   }
   if (design == Design::k3D || design == Design::kPipeFsdp) {
-    if (schedule != "gpipe" && schedule != "1f1b" && schedule != "interleaved" && schedule != "zb-h1") {
-      return absl::StrCat("schedule(", schedule, "): a pipeline of this design runs gpipe, 1f1b, interleaved or zb-h1");
+    if (schedule != "gpipe" && schedule != "1f1b" && schedule != "interleaved" && schedule != "zb-h1" &&
+        schedule != "deepspeed") {
+      return absl::StrCat("schedule(", schedule,
+                          "): a pipeline of this design runs gpipe, 1f1b, interleaved, zb-h1 or deepspeed");
     }
     if (v > 1 && schedule != "interleaved") {
       return absl::StrCat("v(", v, ") > 1 needs the interleaved schedule (got ", schedule, ")");
@@ -165,6 +167,7 @@ scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shap
   if (l.schedule == "interleaved") return Interleaved(l.pp, l.v, m, o);
   if (l.schedule == "zb-h1") return ZbH1(l.pp, m, o);
   if (l.schedule == "gpipe") return GPipe(l.pp, m, o);
+  if (l.schedule == "deepspeed") return DeepSpeed1F1B(l.pp, m, o);
   return OneFOneB(l.pp, m, o);
 }
 

@@ -32,7 +32,7 @@ const char* OffloadName(Offload o);  // none | cpu | nvme
 
 struct Layout {
   Design design = Design::k3D;
-  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved, zb-h1, zeropp, zero3
+  std::string schedule = "1f1b";  // gpipe, 1f1b, interleaved, zb-h1, deepspeed, zeropp, zero3
   int tp = 1, pp = 1, dp = 1, zero = 1;
   int v = 1;           // chunks per pipeline rank
   int u = 0;           // micro-batches per scheduling unit (ZeroPP)

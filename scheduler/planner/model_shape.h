@@ -25,6 +25,9 @@ struct ModelShape {
   int seq = 0;
   bool tied_embedding = false;
   bool flash_attention = true;  // attention core stores no s^2 tensors and skips masked blocks
+  // With flash_attention: the kernel is FlashAttention 1 or its Triton port (2022-23), run at the
+  // hardware's attention_efficiency_flash_v1; false: FlashAttention 2 or later (cuDNN, SDPA).
+  bool flash_v1 = false;
   // Dense attention (flash_attention false) whose core is recomputed in backward instead of
   // stashed (Megatron's selective recomputation): no s^2 activations, one more core forward.
   bool selective_recompute = false;
