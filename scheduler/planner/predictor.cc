@@ -169,6 +169,16 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   last.backward_input_wait_s += head.tp_comm_s - head.tp_forward_s;
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
+  // DeepSpeed's engine sends each tensor-parallel rank's 1/tp slice of an activation or gradient
+  // and all-gathers it over the tensor-parallel group on arrival (is_pipe_partitioned,
+  // is_grad_partitioned): a smaller transfer, and one blocking all-gather more in each F and B.
+  if (l.schedule == "deepspeed" && l.tp > 1 && !l.sequence_parallel) {
+    const double whole = c.activation_bytes;
+    c.activation_bytes = whole / l.tp;
+    const double regather = CollectiveSeconds(blocking, CollectiveKind::kAllGather, whole, l.tp, l.tp);
+    c.forward_s += regather, c.forward_wait_s += regather;
+    c.backward_input_s += regather, c.backward_input_wait_s += regather, c.backward_s += regather;
+  }
   // Offloaded activations: the executor copies a recomputed chunk's input (every chunk with layers
   // but the last) to the host after its forward and back before its backward, synchronously on
   // the training thread: over PCIe on a GPU, into the host pool on a CPU box. The NVMe write is
