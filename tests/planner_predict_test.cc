@@ -133,7 +133,7 @@ TEST(Planner, PipelineLayoutsNameARealSchedule) {
   Layout l;
   l.design = Design::k3D;
   l.pp = 2, l.dp = 2;
-  for (const char* s : {"gpipe", "1f1b", "zb-h1", "interleaved"}) {
+  for (const char* s : {"gpipe", "1f1b", "zb-h1", "interleaved", "deepspeed"}) {
     l.schedule = s;
     EXPECT_EQ(l.Check(m, 4, 4, 32), "") << s;
   }
@@ -145,6 +145,25 @@ TEST(Planner, PipelineLayoutsNameARealSchedule) {
   l.schedule = "interleaved";
   EXPECT_EQ(l.Check(m, 4, 4, 32), "");
 }
+// DeepSpeed's engine (schedule deepspeed): each tensor-parallel rank sends 1/tp of an activation
+// or gradient and the receiver all-gathers it over the TP group, blocking, in each F and B.
+TEST(Planner, DeepSpeedSendsATensorParallelSliceAndRegathersIt) {
+  const ModelShape m = Small();
+  const Hardware h = Toy();
+  Layout l;
+  l.design = Design::k3D;
+  l.tp = 2, l.pp = 2, l.dp = 1;
+  const Prediction one_f_one_b = Predict(m, l, h, 32);
+  l.schedule = "deepspeed";
+  const Prediction ds = Predict(m, l, h, 32);
+  EXPECT_EQ(ds.layout.Name().rfind("3d_deepspeed_tp2_pp2", 0), 0u) << ds.layout.Name();
+  EXPECT_DOUBLE_EQ(ds.p2p_bytes, one_f_one_b.p2p_bytes / 2);
+  // 32 micro-batches, each F and B of the busiest rank one blocking re-gather more.
+  const double regather = CollectiveSeconds(h, CollectiveKind::kAllGather, 32.0 * 64 * 2, 2, 2);
+  EXPECT_GT(regather, 0);
+  EXPECT_GE(ds.step_s, one_f_one_b.step_s + 2 * 32 * regather * (1 - 1e-9));
+}
+
 // A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a
 // whole core), tensor-parallel collectives are blocking waits on the oversubscribed intra-node link
 // (2 forward all-reduces per layer, by hand), and prefetched ZeRO gathers keep the unloaded link.
