@@ -5,8 +5,8 @@
 //   Interleaved  Megatron's interleaved 1F1B over v chunks per rank (m % pp == 0)
 //   ZeroPP       units of U micro-batches, each an interleaved GPipe with a 1F1B overlap on the
 //                last chunk, weights gathered once per chunk change, W deferred (ZEROPP.md)
-//   DeepSpeed1F1B  DeepSpeed's pipeline engine (TrainSchedule): 1F1B in lock-step half-steps,
-//                neighbouring stages pairing their blocking transfers (v = 1)
+//   DeepSpeed1F1B  DeepSpeed's pipeline engine (TrainSchedule): 1F1B in half-steps of alternating
+//                parity, neighbouring stages pairing their blocking transfers (v = 1)
 //   ZbH1         1F1B with the backward split into input (Bi) and weight (W) gradients, W
 //                deferred into the cool-down bubbles (zero-bubble H1)
 //   Zero3        the pp = 1 case: every scheduling unit is a chunk of the one rank; per
