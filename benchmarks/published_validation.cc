@@ -68,10 +68,8 @@ int main(int argc, char** argv) {
         if (kernel != "flash-v1" && kernel != "flash-v2") {
           throw std::invalid_argument(m.name + ": model.attention_kernel is '" + kernel + "', expected flash-v1 or flash-v2");
         }
-        if (kernel == "flash-v1" && !m.flash_attention) {
-          throw std::invalid_argument(m.name + ": model.attention_kernel is flash-v1, but flash_attention is false");
-        }
         m.flash_v1 = kernel == "flash-v1";
+        if (const std::string bad = m.Validate(); !bad.empty()) throw std::invalid_argument(m.name + ": " + bad);
         const json& lj = c.at("layout");
         Layout l;
         const std::string design = lj.value("design", "3d");

@@ -45,6 +45,9 @@ Schedule Interleaved(int pp, int v, int m, const GenOptions& o = {});
 Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o = {});
 Schedule ZbH1(int pp, int m, const GenOptions& o = {});
 Schedule DeepSpeed1F1B(int pp, int m, const GenOptions& o = {});
+// Whether the engine a schedule name stands for blocks on every transfer (CostModel::blocking_p2p):
+// DeepSpeed's pipeline engine does; Megatron and zeropp's executor do not.
+inline bool TransfersBlock(const std::string& schedule) { return schedule == "deepspeed"; }
 // What the ZeRO-3 schedule needs to know of the model and the engine options. Unit k is chunk k.
 struct Zero3Plan {
   int units = 1;

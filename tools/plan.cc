@@ -36,13 +36,14 @@ constexpr const char* kUsage = R"(usage:
         Chrome trace JSON
   ./zpp estimate-memory LAYOUT
         the per-rank memory of one layout
-LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb-h1|zeropp|zero3]
+LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb-h1|deepspeed|zeropp|zero3]
   --tp --pp --dp --zero --v --u --micro-batch [--prefetch N] [--recompute]
   ZeRO designs: [--offload cpu|nvme] [--offload-params cpu|nvme] [--offload-activations cpu|nvme]
   [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
   3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp]
 Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu
-  --no-flash --flash-v1 (FlashAttention 1's kernels)]; flags after --model override the preset. --global-batch in sequences.
+  --no-flash --flash-v1 (FlashAttention 1's kernels)]; flags after --model override the preset.
+  --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
   one run's inter-node link: --inter-gbps --inter-latency-us, with --inter-idle-gbps
   --inter-idle-latency-us (the same link measured idle, on a CPU box).
@@ -165,10 +166,7 @@ ModelShape ModelFrom(const Flags& f) {
   if (f.Has("seq")) m.seq = static_cast<int>(f.Int("seq", 1, 1 << 22));
   if (f.Has("swiglu")) m.swiglu = true;
   if (f.Has("no-flash")) m.flash_attention = false;
-  if (f.Has("flash-v1")) {
-    if (!m.flash_attention) throw std::invalid_argument("--flash-v1 names a flash attention kernel; --no-flash has none");
-    m.flash_v1 = true;
-  }
+  if (f.Has("flash-v1")) m.flash_v1 = true;
   const std::string bad = m.Validate();
   if (!bad.empty()) throw std::invalid_argument(bad);
   return m;

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     c.zero = zero;
     c.intra = {num("intra-alpha-us") * 1e-6, num("intra-gbps") * 1e9};
     c.inter = {num("inter-alpha-us") * 1e-6, num("inter-gbps") * 1e9};
-    c.blocking_p2p = f["schedule"] == "deepspeed";  // DeepSpeed's engine waits on each transfer
+    c.blocking_p2p = TransfersBlock(f["schedule"]);
     SimResult r = Simulate(s, c);
     int act = 0, gathered = 0;
     for (const auto& rr : rep.ranks) {

@@ -92,6 +92,9 @@ std::string ModelShape::Validate() const {
   if (ffn <= 0) return bad("ffn", ffn, "> 0");
   if (vocab <= 0) return bad("vocab", vocab, "> 0");
   if (seq <= 0) return bad("seq", seq, "> 0");
+  if (flash_v1 && !flash_attention) {
+    return "model field 'flash_v1': set, expected only with flash_attention (FlashAttention 1 is a flash kernel)";
+  }
   return "";
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/generators.h"
 #include "scheduler/planner/cost_model.h"
 #include "scheduler/validator.h"
 
@@ -156,7 +157,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   }
   if (l.reduce_fp32) c.reduce_bytes_factor = 4.0 / hw.value_bytes;
   c.overlap_slowdown = hw.overlap_compute_slowdown;
-  c.blocking_p2p = l.schedule == "deepspeed";  // DeepSpeed's engine waits on each transfer
+  c.blocking_p2p = scheduler::TransfersBlock(l.schedule);
   c.compute_cv = hw.compute_cv;
   c.comm_cv = hw.comm_cv;
   c.virtual_stage_extra.front() = {embed.forward_s, embed.backward_input_s, embed.backward_weight_s,
