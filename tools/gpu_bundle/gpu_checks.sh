@@ -106,6 +106,28 @@ if [[ "$quick" != oversized ]]; then
     done | cat - <(grep 'OPS rank=0' <<<"$out") | "$PY" "$here/compare_ops.py"
   fi
 fi
+# 5. The planner across single-GPU steps of other shapes: longer sequences at the same tokens per
+# step (attention's share grows), recomputation, a wider and a narrower model, a short step (2048
+# tokens). Each: 12 steps, the last 8 timed; predicted from both descriptions (RESULT planner-gpu-sweep-*).
+if [[ -n "$desc" && -z "$quick" ]]; then
+  while read -r w d h s mb rc; do
+    name="planner-gpu-sweep-w$w-l$d-s$s-b$mb${rc:+-rc}"
+    out="$(train --width "$w" --depth "$d" --heads "$h" --context "$s" --micro-batch "$mb" --steps 12 --bench-warmup 4 \
+      --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" ${rc:+--recompute} 2>&1 </dev/null)"
+    grep -E 'BENCH|DONE|rror' <<<"$out"
+    step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
+    [[ -n "$step" ]] && planner_check "$name" "$step" --hidden "$w" --layers "$d" --heads "$h" --seq "$s" --vocab 256 \
+      --micro-batch "$mb" --global-batch "$mb" --design zero3 ${rc:+--recompute} </dev/null
+  done <<'SHAPES'
+2048 24 16 2048 4
+2048 24 16 4096 2
+2048 24 16 8192 1
+2048 24 16 1024 8 rc
+2048 24 16 1024 2
+4096 8 32 2048 4
+1024 16 8 1024 16
+SHAPES
+fi
 out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
   --profile 2>&1)"
 echo "$out"
