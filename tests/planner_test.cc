@@ -239,6 +239,32 @@ TEST(CostModel, FlashAttentionKernelsByHand) {
   EXPECT_NEAR(LayerCost(m, v1, o).attention_s, 3.5 * core_f / (100e12 * 0.25), 1e-18);
   EXPECT_THROW(ParseHardware(WithField(kHw, "\"attention_efficiency_flash_v1\": 0"), "v1.json"), std::invalid_argument);
 }
+// Element-wise work by hand (micro-batch 2 x 32 tokens, h 64, ffn 256, dense attention: 16 hidden
+// passes, 4 over the MLP, 4 over the 2 x 4 heads' 32 x 32 scores; the head's loss reads bf16 logits
+// and moves 8 fp32 bytes a logit) at the description's memory efficiency, and at its own
+// memory.elementwise_efficiency where set: the element-wise times scale, the optimizer's does not.
+TEST(CostModel, ElementwiseEfficiencyByHand) {
+  const ModelShape m = Small();
+  ComputeOptions o;
+  o.micro_batch = 2;
+  const double tokens = 64, values = 16 * tokens * 64 + 4 * tokens * 256 + 4 * 2 * 4 * 32 * 32;
+  const double logits = tokens * 128 * (2 + 4 + 4);
+  const Hardware h = Toy();
+  EXPECT_DOUBLE_EQ(h.elementwise_efficiency, 0.5);
+  EXPECT_NEAR(LayerCost(m, h, o).elementwise_s, 3 * values * 2 / (1000e9 * 0.5), 1e-18);
+  EXPECT_NEAR(HeadCost(m, h, o).elementwise_s, 2 * logits / (1000e9 * 0.5), 1e-18);
+  std::string eager = kHw;
+  const std::string memory = "\"efficiency\": 0.5, \"reserved_gb\": 1";
+  ASSERT_NE(eager.find(memory), std::string::npos);
+  eager.replace(eager.find(memory), memory.size(), memory + ", \"elementwise_efficiency\": 0.2");
+  const Hardware e = ParseHardware(eager, "eager.json");
+  EXPECT_NEAR(LayerCost(m, e, o).elementwise_s, 3 * values * 2 / (1000e9 * 0.2), 1e-18);
+  EXPECT_NEAR(HeadCost(m, e, o).elementwise_s, 2 * logits / (1000e9 * 0.2), 1e-18);
+  EXPECT_DOUBLE_EQ(OptimizerSeconds(e, 1e6), OptimizerSeconds(h, 1e6));
+  std::string bad = eager;
+  bad.replace(bad.find("0.2"), 3, "1.5");
+  EXPECT_THROW(ParseHardware(bad, "bad.json"), std::invalid_argument);
+}
 // Sequence parallelism: forward 2 x (all-gather + reduce-scatter) of the b*s*h activation, their
 // conjugates in the backward, and the backward's re-gather of the two column-parallel inputs:
 // blocking (benchmarks/baseline_3d), or behind each one's input-gradient GEMM (Megatron).

@@ -115,7 +115,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   double values = kElementwisePassesHidden * hidden_values + (m.swiglu ? 6.0 : kElementwisePassesFfn) * ffn_values;
   double scores = 0;
   if (!m.flash_attention) scores = kElementwisePassesScores * o.micro_batch * (m.heads / t) * m.seq * m.seq;
-  const double bw = hw.memory_bytes_per_s * hw.memory_efficiency;
+  const double bw = hw.ElementwiseBytesPerSecond();
   const double ew_f = (values + scores) * vb / bw;
   // Backward: twice the passes; selective recomputation runs the softmax passes once more.
   const double ew_b = 2 * ew_f + (m.selective_recompute ? scores * vb / bw : 0.0);
@@ -178,7 +178,7 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
                di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, k, n),
                dw = LinearGemmSeconds(hw, GemmPass::kWeightGrad, tokens, k, n);
   // Cross-entropy over the (vocab-parallel) logits: fp32 softmax, read logits, write gradient.
-  const double ew = tokens * n * (hw.value_bytes + 4 + 4) / (hw.memory_bytes_per_s * hw.memory_efficiency);
+  const double ew = tokens * n * (hw.value_bytes + 4 + 4) / hw.ElementwiseBytesPerSecond();
   double comm_f = 0, comm_b = 0;
   if (o.tp > 1) {
     // The head's input: all-gathered from the sequence shards (sequence parallelism) or copied to

@@ -143,6 +143,8 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   h.memory_bytes = r.Number("memory.capacity_gb", 1e-3, 1e6) * 1e9;
   h.memory_bytes_per_s = r.Number("memory.bandwidth_gbps", 1e-3, 1e6) * 1e9;
   h.memory_efficiency = r.Number("memory.efficiency", 1e-3, 1);
+  h.elementwise_efficiency = r.Has("memory.elementwise_efficiency") ? r.Number("memory.elementwise_efficiency", 1e-3, 1)
+                                                                      : h.memory_efficiency;
   h.reserved_bytes = r.Number("memory.reserved_gb", 0, 1e6) * 1e9;
   h.intra = ReadLink(r, "intra_node");
   h.inter = ReadLink(r, "inter_node");

@@ -41,8 +41,15 @@
 //                                next (coefficient of variation; CostModel::compute_cv): a CPU box
 //                                time-slicing more ranks than cores; measured by ./zpp calibrate; 0
 //                                on GPUs
-//   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb}
-//                                reserved: runtime context + allocator slack, never usable
+//   memory {capacity_gb, bandwidth_gbps, efficiency, reserved_gb[, elementwise_efficiency]}
+//                                reserved: runtime context + allocator slack, never usable;
+//                                efficiency: a large copy's (and the fused optimizer's) achieved
+//                                fraction of the bandwidth; elementwise_efficiency (optional,
+//                                default efficiency): the same for a layer's unfused element-wise
+//                                kernels (eager PyTorch: norms, activations, residual adds, the
+//                                loss), values counted as cost_model.h's passes. Measured on an
+//                                H100 by the op profile of a training step (gpu_checks.sh 2b) and
+//                                by gpu_calibrate.py's element-wise kernels
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
 //   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together (on a
 //                                CPU box: measured while every core computes, as in training)
@@ -150,6 +157,8 @@ struct Hardware {
   double memory_bytes = 0;
   double memory_bytes_per_s = 0;
   double memory_efficiency = 0.85;
+  double elementwise_efficiency = 0.85;  // = memory_efficiency unless the file sets it
+  double ElementwiseBytesPerSecond() const { return memory_bytes_per_s * elementwise_efficiency; }
   double reserved_bytes = 0;
   LinkSpec intra;
   LinkSpec inter;  // per node

@@ -114,7 +114,7 @@ if [[ -n "$desc" && -z "$quick" ]]; then
     name="planner-gpu-sweep-w$w-l$d-s$s-b$mb${rc:+-rc}"
     out="$(train --width "$w" --depth "$d" --heads "$h" --context "$s" --micro-batch "$mb" --steps 12 --bench-warmup 4 \
       --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" ${rc:+--recompute} 2>&1 </dev/null)"
-    grep -E 'BENCH|DONE|rror' <<<"$out"
+    grep -E 'zeropp train:|recompute:|BENCH|DONE|rror' <<<"$out"
     step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
     [[ -n "$step" ]] && planner_check "$name" "$step" --hidden "$w" --layers "$d" --heads "$h" --seq "$s" --vocab 256 \
       --micro-batch "$mb" --global-batch "$mb" --design zero3 ${rc:+--recompute} </dev/null

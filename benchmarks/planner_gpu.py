@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The planner against every single-GPU training step measured on a lent GPU.
+
+Reads the committed logs of gpu_checks.sh (benchmarks/results/gpu-*.txt): each `zeropp train:`
+header (model shape, tokens per step), its `recompute:` line if any, and the `BENCH` line that
+follows (step_s_mean over the timed steps); runs without a BENCH line (the op profile, the
+offloaded runs, which report PROFILE instead) are skipped. The shape sweep (section 5) of the
+2026-11-26 log printed no headers: its steps come from its RESULT lines' names (w, l, s, b, rc;
+head dim 128, vocabulary 256, as that section runs them) and their reference= (the measured step). Predicts each step with
+`plan --predict --gpus 1 --design zero3` on the description given (one micro-batch of
+tokens/context sequences, byte vocabulary, bf16) and prints, per step, predicted/measured, then
+
+  RESULT planner-gpu steps_within_10pct=K count reference=N ratio=K/N target=1.0 MET|MISSED
+  RESULT planner-gpu mean_abs_error=E fraction reference=0 ratio=E target=0.10 MET|MISSED
+
+Nothing is fitted here: the description is whatever the file holds (its "source" says which of
+its numbers came from which measurement).
+
+  python3 benchmarks/planner_gpu.py --plan bazel-bin/tools/plan --hardware h100-80gb-ib400x8 LOG...
+"""
+import argparse
+import re
+import subprocess
+import sys
+
+SWEEP = re.compile(r"RESULT planner-gpu-sweep-w(\d+)-l(\d+)-s(\d+)-b(\d+)(-rc)?-datasheet .*?reference=([0-9.]+)")
+HEADER = re.compile(r"zeropp train: gpt\(vocab=(\d+), context=(\d+), width=(\d+), depth=(\d+), heads=(\d+)\).*?"
+                    r"(\d+) tokens/step")
+
+
+def steps(path):
+    """(source line, shape dict, measured step seconds) per BENCH-reporting run of the log."""
+    out, run = [], None
+    for n, line in enumerate(open(path), 1):
+        sweep = SWEEP.search(line)
+        if sweep:
+            width, depth, context, mb = map(int, sweep.groups()[:4])
+            out.append(({"line": n, "vocab": 256, "seq": context, "hidden": width, "layers": depth,
+                         "heads": width // 128, "micro_batch": mb, "recompute": bool(sweep.group(5))},
+                        float(sweep.group(6))))
+            continue
+        m = HEADER.search(line)
+        if m:
+            vocab, context, width, depth, heads, tokens = map(int, m.groups())
+            run = {"line": n, "vocab": vocab, "seq": context, "hidden": width, "layers": depth, "heads": heads,
+                   "micro_batch": tokens // context, "recompute": False}
+        elif run and "] recompute: " in line:
+            run["recompute"] = "1" in line.split("recompute: ", 1)[1]
+        elif run and "] BENCH " in line:
+            out.append((run, float(re.search(r"step_s_mean=([0-9.]+)", line).group(1))))
+            run = None
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", required=True, help="the plan binary")
+    ap.add_argument("--hardware", required=True, help="a description: a name or a path")
+    ap.add_argument("logs", nargs="+")
+    a = ap.parse_args()
+    errors = []
+    print("%-24s %-22s %10s %11s %7s" % ("log:line", "shape", "measured_s", "predicted_s", "ratio"))
+    for log in a.logs:
+        for run, measured in steps(log):
+            args = [a.plan, "--predict", "--hardware", a.hardware, "--gpus", "1", "--design", "zero3",
+                    "--global-batch", str(run["micro_batch"])]
+            for k in ("hidden", "layers", "heads", "seq", "vocab", "micro_batch"):
+                args += ["--" + k.replace("_", "-"), str(run[k])]
+            if run["recompute"]:
+                args.append("--recompute")
+            text = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+            predicted = float(re.search(r"PREDICT .*?step_s=([0-9.]+)", text).group(1))
+            shape = "h%d l%d s%d b%d%s" % (run["hidden"], run["layers"], run["seq"], run["micro_batch"],
+                                          " rc" if run["recompute"] else "")
+            print("%-24s %-22s %10.4f %11.4f %7.3f" % ("%s:%d" % (log.split("/")[-1], run["line"]), shape, measured,
+                                                      predicted, predicted / measured))
+            errors.append(abs(predicted / measured - 1))
+    if not errors:
+        sys.exit("planner_gpu: no BENCH step in %s (expected gpu_checks.sh logs)" % " ".join(a.logs))
+    k, n = sum(e <= 0.10 for e in errors), len(errors)
+    mean = sum(errors) / n
+    print("RESULT planner-gpu steps_within_10pct=%d count reference=%d ratio=%.3f target=1.0 %s"
+          % (k, n, k / n, "MET" if k == n else "MISSED"))
+    print("RESULT planner-gpu mean_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.10 %s"
+          % (mean, mean, "MET" if mean <= 0.10 else "MISSED"))
+
+
+if __name__ == "__main__":
+    main()
