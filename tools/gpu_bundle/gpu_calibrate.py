@@ -17,6 +17,11 @@ Measured, each printed as a GPU_CALIBRATE line:
     and backward at head dim 128, counted as the planner counts it (forward 4*b*s^2*h/2 FLOPs,
     backward 2.5x the forward);
   - memory.efficiency: a 1 GiB device-to-device copy (read + write counted) over the datasheet bandwidth;
+  - memory.elementwise_efficiency: a transformer layer's unfused element-wise kernels as eager PyTorch
+    runs them (layer norm and its backward, GELU and its backward, the residual add, a dropout-style
+    mask multiply) at 8192 tokens x hidden 1024-4096 (GELU over 4 x hidden), their values counted as
+    the op profile counts them (inputs + the largest output, zeropp/cli/op_profile.cc ValuesMoved) at
+    the dtype's bytes, over their summed time, over the datasheet bandwidth;
   - the host, for the offload model (this machine's, which need not be the base file's DGX):
     host.pcie_gbps from pinned 1 GiB copies each way (their harmonic mean: the step moves gradients
     down and parameters up), host.memory_bandwidth_gbps from a 1 GiB host copy on every core,
@@ -111,6 +116,40 @@ def measure_table(torch, dev, dtype, peak, reps, quick):
     print("GPU_CALIBRATE matmul.table: %d GEMMs (tokens %s x in, out %s, 3 passes), %.3f-%.3f of peak, median %.3f"
           % (len(effs), tokens, dims, effs[0], effs[-1], effs[len(effs) // 2]))
     return table
+
+
+def measure_elementwise(torch, dev, dtype, reps, quick):
+    """Achieved bytes per second of a layer's unfused element-wise kernels (see the module's docstring):
+    returns (bytes, seconds) summed over the kernels and hidden sizes."""
+    aten = torch.ops.aten
+    tokens = 8192 if not quick else 256
+    total_bytes = total_s = 0.0
+    for h in ((1024, 2048, 4096) if not quick else (64, 128)):
+        x = torch.randn(tokens, h, device=dev, dtype=dtype)
+        r = torch.randn(tokens, h, device=dev, dtype=dtype)
+        w = torch.randn(h, device=dev, dtype=dtype)
+        b = torch.randn(h, device=dev, dtype=dtype)
+        u = torch.randn(tokens, 4 * h, device=dev, dtype=dtype)
+        gu = torch.randn(tokens, 4 * h, device=dev, dtype=dtype)
+        _, mean, rstd = aten.native_layer_norm(x, [h], w, b, 1e-5)
+        n, f, t = float(tokens * h), float(tokens * 4 * h), float(tokens)
+        # (name, call, values moved: every input's elements + the largest output's)
+        kernels = [
+            ("layer_norm", lambda: aten.native_layer_norm(x, [h], w, b, 1e-5), n + 2 * h + n),
+            ("layer_norm_backward", lambda: aten.native_layer_norm_backward(r, x, [h], mean, rstd, w, b,
+                                                                           [True, True, True]), 2 * n + 2 * t + 2 * h + n),
+            ("gelu", lambda: aten.gelu(u), 2 * f),
+            ("gelu_backward", lambda: aten.gelu_backward(gu, u), 3 * f),
+            ("add", lambda: torch.add(x, r), 3 * n),
+            ("mul", lambda: torch.mul(x, r), 3 * n),
+        ]
+        for name, fn, values in kernels:
+            sec = timed(fn, dev, reps)
+            total_bytes += values * x.element_size()
+            total_s += sec
+            print("GPU_CALIBRATE elementwise %s %d x %d: %.0f GB/s" % (name, tokens, h, values * x.element_size() / sec / 1e9))
+        del x, r, w, b, u, gu, mean, rstd
+    return total_bytes, total_s
 
 
 def measure_host(torch, dev, reps, quick):
@@ -213,6 +252,11 @@ def main():
     print("GPU_CALIBRATE copy %d MiB: %.0f GB/s (read + write), %.3f of the datasheet's %.0f GB/s"
           % (src.numel() * 4 >> 20, bw / 1e9, mem_eff, hw["memory"]["bandwidth_gbps"]))
 
+    ew_bytes, ew_s = measure_elementwise(torch, dev, dtype, reps, a.quick)
+    ew_eff = ew_bytes / ew_s / (hw["memory"]["bandwidth_gbps"] * 1e9)
+    print("GPU_CALIBRATE elementwise kernels: %.0f GB/s, %.3f of the datasheet's %.0f GB/s"
+          % (ew_bytes / ew_s / 1e9, ew_eff, hw["memory"]["bandwidth_gbps"]))
+
     host = measure_host(torch, dev, reps, a.quick)
     hw["host"].update(host)
 
@@ -221,12 +265,13 @@ def main():
     hw["matmul"] = {"max_efficiency": round(max_eff, 4), "half_dim": half, "table": table}
     hw["attention_efficiency"] = round(min(attention_eff, 1.0), 4)
     hw["memory"]["efficiency"] = round(min(mem_eff, 1.0), 4)
+    hw["memory"]["elementwise_efficiency"] = round(min(max(ew_eff, 1e-3), 1.0), 4)
     hw["source"] = (hw["source"] + " Efficiencies measured by gpu_calibrate.py on %s (%s, %s): matmul %.3f x "
                     "d/(d+%.0f) per dimension over %d GEMM shapes; causal flash attention %.3f of peak (median of %d "
-                    "lengths); copy %.3f of the datasheet bandwidth; matmul.table: a linear layer's three GEMMs on "
+                    "lengths); copy %.3f of the datasheet bandwidth; element-wise kernels %.3f of it; matmul.table: a linear layer's three GEMMs on "
                     "%d x %d x %d shapes (the cost model uses it in place of the curve); host (this machine's): %s."
                     % (name, time.strftime("%Y-%m-%d"), a.dtype, max_eff, half, len(points), attention_eff, len(attn),
-                       mem_eff, len(table["tokens"]), len(table["dims"]), len(table["dims"]),
+                       mem_eff, ew_eff, len(table["tokens"]), len(table["dims"]), len(table["dims"]),
                        ", ".join("%s %s" % kv for kv in sorted(host.items()))))
     # hardware_json.py: beside this file in the bundle (pack.sh), in tools/ in the repository.
     here = os.path.dirname(os.path.abspath(__file__))
