@@ -46,6 +46,23 @@ TEST(OpProfile, SelfTimeIsASpanLessItsChildrenOnItsThread) {
   EXPECT_EQ(t.operators, 6);
 }
 
+TEST(OpProfile, NamesCarryTheirSelfTimeAndCallsMostFirst) {
+  // Two steps: addmm twice (40 ns self each, inside a linear of 100 ns), gelu once (30 ns).
+  const OpTotals t = FoldHostSpans({{1, 0, 100, "aten::linear", 0}, {1, 10, 50, "aten::addmm", 0},
+                                    {1, 200, 300, "aten::linear", 0}, {1, 210, 250, "aten::addmm", 0},
+                                    {1, 400, 430, "aten::gelu", 0}});
+  ASSERT_EQ(t.by_name.size(), 3u);
+  EXPECT_DOUBLE_EQ(t.by_name.at("aten::addmm").seconds, 80e-9);
+  EXPECT_EQ(t.by_name.at("aten::addmm").calls, 2);
+  EXPECT_EQ(t.by_name.at("aten::addmm").kind, OpKind::kMatmul);
+  EXPECT_DOUBLE_EQ(t.by_name.at("aten::linear").seconds, 120e-9);  // 60 + 60 of its own
+  const std::string top = FormatOpTop(t, 3, 2, 2);
+  // Per step: linear 60 ns of 230 ns in all, one call; addmm 40 ns, one call; gelu cut by top=2.
+  EXPECT_EQ(top,
+            "OPS_TOP rank=3 kind=other seconds=0.000000 calls=1.0 share=0.5217 name=aten::linear\n"
+            "OPS_TOP rank=3 kind=matmul seconds=0.000000 calls=1.0 share=0.3478 name=aten::addmm");
+}
+
 TEST(OpProfile, SameStartNestsTheShorterInsideTheLonger) {
   // addmm starts with its caller; a sibling after the caller ends is no child of it.
   const OpTotals t = FoldHostSpans({{7, 0, 40, "aten::addmm", 0}, {7, 0, 100, "aten::linear", 0},

@@ -268,7 +268,10 @@ int Main(int argc, char** argv) {
     StepResult r = trainer->Step(xs, ys, loss_fn);
     if (cfg.profile_ops && step > start && step + 1 == cfg.steps) {
       if (to.engine.device.is_cuda()) StreamEvent::RecordCurrent(to.engine.device).Synchronize();
-      std::printf("%s\n", cli::FormatOpTotals(op_profiler.Stop(), env.rank, static_cast<int>(step - start)).c_str());
+      const cli::OpTotals ops = op_profiler.Stop();
+      std::printf("%s\n", cli::FormatOpTotals(ops, env.rank, static_cast<int>(step - start)).c_str());
+      // The names behind the kinds: which kernels (operators, on a CPU) the time went to.
+      std::printf("%s\n", cli::FormatOpTop(ops, env.rank, static_cast<int>(step - start), /*top=*/30).c_str());
       std::fflush(stdout);
     }
     const double p2p_sent = groups->pp().Stats().Since(pp0).TotalSent();  // between pipeline stages

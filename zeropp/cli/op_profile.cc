@@ -153,6 +153,10 @@ OpTotals FoldHostSpans(std::vector<OpSpan> spans) {
     t.seconds[static_cast<int>(k)] += std::max(0.0, self[i]);
     if (k == OpKind::kMatmul) t.matmul_flops += spans[i].flops;
     if (k == OpKind::kElementwise && !calls[i]) t.elementwise_values += spans[i].values;
+    OpTotals::Named& named = t.by_name[spans[i].name];
+    named.kind = k;
+    named.seconds += std::max(0.0, self[i]);
+    ++named.calls;
   }
   t.operators = static_cast<int64_t>(spans.size());
   return t;
@@ -201,6 +205,7 @@ OpTotals OpProfiler::Stop() {
   g_running = false;
   std::vector<OpSpan> host;
   std::array<double, kOpKinds> device{};
+  std::map<std::string, OpTotals::Named> kernels;
   const auto cpu_op = static_cast<uint8_t>(libkineto::ActivityType::CPU_OP);
   // Device work: kernels, copies and fills (not the device-side annotations or sync records).
   const std::set<uint8_t> device_work = {static_cast<uint8_t>(libkineto::ActivityType::CONCURRENT_KERNEL),
@@ -214,12 +219,20 @@ OpTotals OpProfiler::Stop() {
       if (e.hasShapes()) shapes.assign(e.shapes().begin(), e.shapes().end());
       host.push_back({e.startThreadId(), e.startNs(), e.endNs(), name, MatmulFlops(name, shapes), ValuesMoved(shapes)});
     } else if (cuda_ && device_work.count(e.activityType())) {
-      device[static_cast<int>(ClassifyKernel(e.name()))] += static_cast<double>(e.durationNs()) * 1e-9;
+      const std::string name = e.name();
+      const OpKind k = ClassifyKernel(name);
+      const double s = static_cast<double>(e.durationNs()) * 1e-9;
+      device[static_cast<int>(k)] += s;
+      OpTotals::Named& named = kernels[name];
+      named.kind = k;
+      named.seconds += s;
+      ++named.calls;
     }
   }
   OpTotals t = FoldHostSpans(std::move(host));
   if (cuda_) {
     t.seconds = device;
+    t.by_name = std::move(kernels);
     t.device = true;
   }
   return t;
@@ -235,6 +248,23 @@ std::string FormatOpTotals(const OpTotals& t, int rank, int steps) {
   absl::StrAppendFormat(&out, " matmul_gflop=%.3f matmul_tflops=%.3f elementwise_gvalues=%.4f time=%s",
                         t.matmul_flops / n / 1e9, mm > 0 ? t.matmul_flops / mm / 1e12 : 0.0,
                         t.elementwise_values / n / 1e9, t.device ? "device" : "host");
+  return out;
+}
+
+std::string FormatOpTop(const OpTotals& t, int rank, int steps, int top) {
+  std::vector<const std::pair<const std::string, OpTotals::Named>*> order;
+  for (const auto& e : t.by_name) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return a->second.seconds != b->second.seconds ? a->second.seconds > b->second.seconds : a->first < b->first;
+  });
+  const double n = std::max(1, steps), total = t.TotalSeconds();
+  std::string out;
+  for (size_t i = 0; i < order.size() && static_cast<int>(i) < top; ++i) {
+    const OpTotals::Named& v = order[i]->second;
+    absl::StrAppendFormat(&out, "%sOPS_TOP rank=%d kind=%s seconds=%.6f calls=%.1f share=%.4f name=%s", i ? "\n" : "",
+                          rank, OpKindName(v.kind), v.seconds / n, static_cast<double>(v.calls) / n,
+                          total > 0 ? v.seconds / total : 0.0, order[i]->first.substr(0, 160));
+  }
   return out;
 }
 

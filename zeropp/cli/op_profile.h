@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,13 @@ struct OpTotals {
   double elementwise_values = 0;           // the values element-wise operators moved (ValuesMoved)
   int64_t operators = 0;                   // host operator events folded
   bool device = false;                     // seconds are CUDA kernel time
+  // Per operator (host) or kernel (device) name: its seconds and calls, as the kinds count them.
+  struct Named {
+    OpKind kind = OpKind::kOther;
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Named> by_name;
   double Seconds(OpKind k) const { return seconds[static_cast<int>(k)]; }
   double TotalSeconds() const;
 };
@@ -97,6 +105,10 @@ class OpProfiler {
 //  time=host|device", seconds, GFLOP and 1e9 values per step; matmul_tflops is the matrix
 // products' FLOPs over their time.
 std::string FormatOpTotals(const OpTotals& t, int rank, int steps);
+// The `top` names that took the most time, one line each, most first:
+//   OPS_TOP rank=R kind=K seconds=S calls=C share=F name=NAME
+// seconds and calls per step, share of all the kinds' time, the name cut to 160 characters.
+std::string FormatOpTop(const OpTotals& t, int rank, int steps, int top);
 
 }  // namespace cli
 }  // namespace zeropp
