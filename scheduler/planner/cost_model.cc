@@ -151,10 +151,13 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   // The fixed per-layer cost (eager dispatch): a third in the forward, a third in each backward
   // half (set by hand: a backward runs about two operators per forward operator, its input and
   // weight gradients; the 1-rank runs ./zpp calibrate fits put 29% of it in the forward).
-  const double fixed = hw.layer_overhead_s / 3;
-  c.forward_s = c.forward_s * o.compute_scale + fixed + c.tp_forward_s;
-  c.backward_input_s = c.backward_input_s * o.compute_scale + fixed + c.tp_forward_s + c.tp_backward_extra_s;
-  c.backward_weight_s = c.backward_weight_s * o.compute_scale + fixed;
+  // On a GPU the host issues each pass's kernels in a third of layer_dispatch_s: a pass whose
+  // kernels finish sooner waits on the host.
+  const double fixed = hw.layer_overhead_s / 3, issue = hw.layer_dispatch_s / 3;
+  c.forward_s = std::max(c.forward_s * o.compute_scale, issue) + fixed + c.tp_forward_s;
+  c.backward_input_s =
+      std::max(c.backward_input_s * o.compute_scale, issue) + fixed + c.tp_forward_s + c.tp_backward_extra_s;
+  c.backward_weight_s = std::max(c.backward_weight_s * o.compute_scale, issue) + fixed;
   return c;
 }
 

@@ -28,6 +28,13 @@
 //                                dispatch and autograd bookkeeping per operator. Fitted with
 //                                compute_overhead by ./zpp calibrate from 1-rank runs of three
 //                                shapes; 0 on GPUs
+//   layer_dispatch_us            optional, default 0, GPUs: the host time (in us) to issue one
+//                                layer's forward and backward kernels for one micro-batch (eager
+//                                dispatch, autograd, launches). The device runs ahead of the host
+//                                only while its kernels outlast their issue: each pass of a layer
+//                                takes the larger of its device time and its third of this
+//                                (forward, input gradient, weight gradient). Measured by
+//                                gpu_checks.sh from a step too small to keep the GPU busy
 //   optimizer_mparams_per_s      optional: one rank's measured AdamW step rate (parameters per
 //                                second / 1e6, gradient norm and clipping included); absent: the
 //                                memory-bound model of OptimizerSeconds
@@ -151,6 +158,7 @@ struct Hardware {
   double attention_efficiency_flash_v1 = 0.5;  // = attention_efficiency unless the file sets it
   double compute_overhead = 1;
   double layer_overhead_s = 0;
+  double layer_dispatch_s = 0;
   double optimizer_params_per_s = 0;  // 0: memory-bound model
   double grad_handling_s_per_param = 0;
   double compute_cv = 0, comm_cv = 0;

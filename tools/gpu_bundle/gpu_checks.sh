@@ -58,6 +58,34 @@ if [[ -n "$desc" ]]; then
     { echo "error: gpu_calibrate.py failed"; desc=""; }
 fi
 threads="$(nproc)"
+train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --device cuda --data-dir "$here/data" --log-every 1 "$@"; }
+# The host's issue time per layer (layer_dispatch_us of the measured description): a step of 128
+# tokens through the 1.2B model of check 2, too small to keep the GPU busy, so its forward and
+# backward take the host's time; less the optimizer (GPU-bound: the planner's charge for it on the
+# measured description), over the 24 layers.
+if [[ -n "$desc" && -z "$quick" ]]; then
+  out="$(train --width 2048 --depth 24 --heads 16 --context 128 --micro-batch 1 --steps 12 --bench-warmup 4 \
+    --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1 </dev/null)"
+  grep -E 'BENCH|DONE|rror' <<<"$out"
+  step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
+  opt="$("$here/tools/plan" --predict --hardware "$measured" --gpus 1 --hidden 2048 --layers 24 --heads 16 --seq 128 \
+    --vocab 256 --micro-batch 1 --global-batch 1 --design zero3 | grep -oP 'PREDICT_OPS .*optimizer_s=\K[0-9.]+')"
+  if [[ -n "$step" && -n "$opt" ]]; then
+    "$PY" - "$here" "$measured" "$step" "$opt" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import hardware_json
+path, step, opt = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+hw = json.load(open(path))
+us = max(0.0, (step - opt) / 24 * 1e6)
+hw["layer_dispatch_us"] = round(us, 1)
+hw["source"] += (" layer_dispatch_us %.0f: a 128-token step of the 1.2B GPT (24 layers) took %.4f s, less the "
+                 "optimizer's predicted %.4f s, over 24 layers (gpu_checks.sh)." % (us, step, opt))
+hardware_json.write(path, hw)
+print("GPU_CALIBRATE layer_dispatch_us=%.0f (128-token step %.4f s, optimizer %.4f s, 24 layers)" % (us, step, opt))
+PY
+  fi
+fi
 if [[ "$quick" == quick ]]; then
   big=(--width 512 --depth 4 --heads 8 --context 256 --micro-batch 4 --steps 8 --bench-warmup 3)
   huge=(--width 1024 --depth 4 --heads 8 --context 256 --micro-batch 2 --steps 5)
@@ -82,7 +110,6 @@ PY
   width=4096 heads=32 context=1024 pdepth=$(((depth + 1) / 2))
   pbudget_mb=$(((16 * (12 * 4096 * 4096 + 13 * 4096) * pdepth * 115 / 100) >> 20))
 fi
-train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --device cuda --data-dir "$here/data" --log-every 1 "$@"; }
 if [[ "$quick" != oversized ]]; then
   out="$(train "${big[@]}" --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1)"; echo "$out"
   gf="$(grep -oP 'model_gflops=\K[0-9.]+' <<<"$out" | tail -1)"
