@@ -14,11 +14,18 @@
 #   flash attention, copy bandwidth), and after 2, 3 and 4: the planner's prediction of each step
 #   from the datasheet description and from the measured one, against the measured step
 #   (RESULT planner-gpu-*, planner-gpu-offload-*, planner-gpu-params-offload-*).
-#   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: check 3 alone
+#   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: checks 3 and 4
+#   alone, predicted from the datasheet description only (no calibration: that mode exists to fit
+#   the offload checks into a short lease). Each part prints "SECTION NAME starts at S s" first.
+# Timings on a lent H100 (2026-11-26): 1 + calibration + 2 + 2b + 5 took 431 s; check 3 alone
+# outlasted 200 s (allocating and pinning ~73 GB of host memory, then 5 offloaded steps).
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh" || exit 2
 quick="${1:-}"
+case "$quick" in ""|quick|oversized) ;; *) echo "error: gpu_checks.sh: mode '$quick': expected quick, oversized or none"; exit 2 ;; esac
+section() { echo "SECTION $1 starts at $SECONDS s"; }
+section matmul-bound
 tflops="$("$PY" - <<'PY'
 import torch, time
 n = 8192
@@ -45,6 +52,7 @@ planner_check() {
   local name="$1" step="$2" d pred p tag
   shift 2
   for d in "$desc" "$measured"; do
+    [[ -n "$d" && -f "$d" ]] || continue
     pred="$("$here/tools/plan" --predict --hardware "$d" --gpus 1 "$@")" || continue
     echo "$pred"
     p="$(grep -oP 'step_s=\K[0-9.]+' <<<"$pred")"
@@ -53,9 +61,11 @@ planner_check() {
                                     f'ratio={p/m:.3f} target=0.9-1.1 ' + ('MET' if 0.9 <= p/m <= 1.1 else 'MISSED'))"
   done
 }
-if [[ -n "$desc" ]]; then
+rm -f "$measured"
+if [[ -n "$desc" && "$quick" != oversized ]]; then
+  section calibration
   "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} ||
-    { echo "error: gpu_calibrate.py failed"; desc=""; }
+    { echo "error: gpu_calibrate.py failed"; rm -f "$measured"; }
 fi
 threads="$(nproc)"
 train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --device cuda --data-dir "$here/data" --log-every 1 "$@"; }
@@ -63,7 +73,8 @@ train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --dev
 # tokens through the 1.2B model of check 2, too small to keep the GPU busy, so its forward and
 # backward take the host's time; less the optimizer (GPU-bound: the planner's charge for it on the
 # measured description), over the 24 layers.
-if [[ -n "$desc" && -z "$quick" ]]; then
+if [[ -f "$measured" && -z "$quick" ]]; then
+  section layer-dispatch
   out="$(train --width 2048 --depth 24 --heads 16 --context 128 --micro-batch 1 --steps 12 --bench-warmup 4 \
     --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1 </dev/null)"
   grep -E 'BENCH|DONE|rror' <<<"$out"
@@ -111,6 +122,7 @@ PY
   pbudget_mb=$(((16 * (12 * 4096 * 4096 + 13 * 4096) * pdepth * 115 / 100) >> 20))
 fi
 if [[ "$quick" != oversized ]]; then
+  section train-1.2b
   out="$(train "${big[@]}" --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1)"; echo "$out"
   gf="$(grep -oP 'model_gflops=\K[0-9.]+' <<<"$out" | tail -1)"
   [[ -n "$gf" ]] && "$PY" -c "g=$gf/1000; t=$tflops; print(f'RESULT gpu-train model_tflops={g:.1f} TFLOP/s reference={t} ratio={g/t:.3f} target=0.4 ' + ('MET' if g/t >= 0.4 else 'MISSED'))"
@@ -123,11 +135,13 @@ if [[ "$quick" != oversized ]]; then
   # 2b. Where that step's time goes, by kind of kernel (matrix products, attention, element-wise,
   # copies, optimizer), against what the planner charges each kind (tools/compare_ops.py).
   if [[ -n "$desc" ]]; then
+    section op-profile
     read -r pw pd ph pc pm <<<"$([[ "$quick" == quick ]] && echo 512 4 8 256 4 || echo 2048 24 16 1024 8)"
     out="$(train --width "$pw" --depth "$pd" --heads "$ph" --context "$pc" --micro-batch "$pm" --steps 4 \
       --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" --profile --profile-ops 2>&1)"
     grep -E 'OPS|PROFILE|DONE|rror' <<<"$out"
     for d in "$desc" "$measured"; do
+      [[ -f "$d" ]] || continue
       "$here/tools/plan" --predict --hardware "$d" --gpus 1 --hidden "$pw" --layers "$pd" --heads "$ph" --seq "$pc" \
         --vocab 256 --micro-batch "$pm" --global-batch "$pm" --design zero3 2>&1 | grep PREDICT_OPS
     done | cat - <(grep 'OPS rank=0' <<<"$out") | "$PY" "$here/compare_ops.py"
@@ -137,6 +151,7 @@ fi
 # step (attention's share grows), recomputation, a wider and a narrower model, a short step (2048
 # tokens). Each: 12 steps, the last 8 timed; predicted from both descriptions (RESULT planner-gpu-sweep-*).
 if [[ -n "$desc" && -z "$quick" ]]; then
+  section sweep
   while read -r w d h s mb rc; do
     name="planner-gpu-sweep-w$w-l$d-s$s-b$mb${rc:+-rc}"
     out="$(train --width "$w" --depth "$d" --heads "$h" --context "$s" --micro-batch "$mb" --steps 12 --bench-warmup 4 \
@@ -155,6 +170,7 @@ if [[ -n "$desc" && -z "$quick" ]]; then
 1024 16 8 1024 16
 SHAPES
 fi
+section oversized
 out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
   --profile 2>&1)"
 echo "$out"
@@ -166,6 +182,7 @@ if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
 fi
 # 4. Parameters offloaded too: every gather stages the shard over PCIe, every reduction sends the
 # gradient shard back, the step updates on the host and moves nothing.
+section params-offload
 out="$(train --width "$width" --depth "$pdepth" --heads "$heads" --context "$context" --micro-batch 2 --steps 3 \
   --host-budget-mb "$pbudget_mb" --lr 1e-5 --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu \
   --offload-params cpu --threads "$threads" --profile 2>&1)"
