@@ -35,6 +35,14 @@ bool Contains(const std::string& s, std::string_view part) { return s.find(part)
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+// One more call of `name` (of kind k) taking `seconds`, in a per-name table.
+void Tally(std::map<std::string, OpTotals::Named>& by_name, const std::string& name, OpKind k, double seconds) {
+  OpTotals::Named& named = by_name[name];
+  named.kind = k;
+  named.seconds += seconds;
+  ++named.calls;
+}
+
 }  // namespace
 
 const char* OpKindName(OpKind k) {
@@ -153,10 +161,7 @@ OpTotals FoldHostSpans(std::vector<OpSpan> spans) {
     t.seconds[static_cast<int>(k)] += std::max(0.0, self[i]);
     if (k == OpKind::kMatmul) t.matmul_flops += spans[i].flops;
     if (k == OpKind::kElementwise && !calls[i]) t.elementwise_values += spans[i].values;
-    OpTotals::Named& named = t.by_name[spans[i].name];
-    named.kind = k;
-    named.seconds += std::max(0.0, self[i]);
-    ++named.calls;
+    Tally(t.by_name, spans[i].name, k, std::max(0.0, self[i]));
   }
   t.operators = static_cast<int64_t>(spans.size());
   return t;
@@ -223,10 +228,7 @@ OpTotals OpProfiler::Stop() {
       const OpKind k = ClassifyKernel(name);
       const double s = static_cast<double>(e.durationNs()) * 1e-9;
       device[static_cast<int>(k)] += s;
-      OpTotals::Named& named = kernels[name];
-      named.kind = k;
-      named.seconds += s;
-      ++named.calls;
+      Tally(kernels, name, k, s);
     }
   }
   OpTotals t = FoldHostSpans(std::move(host));
