@@ -9,21 +9,27 @@
 #      host memory: compute shard, gradient shard, master and moments in the pinned pool), 3 steps;
 #   2b. a short run of the same model with --profile-ops: its kernel time by kind against the
 #      planner's charge for each kind (compare_ops.py);
+#   layer dispatch: the host's issue time per layer, into the measured description (see below);
 #   with a description of this GPU in the bundle (H100, A100), between 1 and 2: the planner's
 #   efficiencies measured here (gpu_calibrate.py: GEMM shapes and a linear layer's GEMM table,
 #   flash attention, copy bandwidth), and after 2, 3 and 4: the planner's prediction of each step
 #   from the datasheet description and from the measured one, against the measured step
 #   (RESULT planner-gpu-*, planner-gpu-offload-*, planner-gpu-params-offload-*).
-#   ./gpu_checks.sh [quick|oversized]   quick: small sizes (a smoke run); oversized: checks 3 and 4
-#   alone, predicted from the datasheet description only (no calibration: that mode exists to fit
-#   the offload checks into a short lease). Each part prints "SECTION NAME starts at S s" first.
+#   ./gpu_checks.sh [quick|oversized|resident]   quick: small sizes (a smoke run); oversized: checks
+#   3 and 4 alone, predicted from the datasheet description only (no calibration: that mode exists
+#   to fit the offload checks into a short lease); resident: everything but checks 3 and 4
+#   (lease.sh's default). Each part prints "SECTION NAME starts at S s" first.
 # Timings on a lent H100 (2026-11-26): 1 + calibration + 2 + 2b + 5 took 431 s; check 3 alone
 # outlasted 200 s (allocating and pinning ~73 GB of host memory, then 5 offloaded steps).
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh" || exit 2
-quick="${1:-}"
-case "$quick" in ""|quick|oversized) ;; *) echo "error: gpu_checks.sh: mode '$quick': expected quick, oversized or none"; exit 2 ;; esac
+quick="${1:-}" resident=""
+case "$quick" in
+  ""|quick|oversized) ;;
+  resident) quick="" resident=1 ;;
+  *) echo "error: gpu_checks.sh: mode '$quick': expected quick, oversized, resident or none"; exit 2 ;;
+esac
 section() { echo "SECTION $1 starts at $SECONDS s"; }
 section matmul-bound
 tflops="$("$PY" - <<'PY'
@@ -170,6 +176,7 @@ if [[ -n "$desc" && -z "$quick" ]]; then
 1024 16 8 1024 16
 SHAPES
 fi
+[[ -n "$resident" ]] && exit 0
 section oversized
 out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
   --profile 2>&1)"

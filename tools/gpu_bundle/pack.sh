@@ -31,7 +31,7 @@ for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher" "$
   done
 done
 find /usr/share/common-licenses -maxdepth 1 -type f -exec cp {} "$out/data/" \;
-cp "$src/run_tests.sh" "$src/env.sh" "$src/gpu_checks.sh" "$src/gpu_calibrate.py" "$out/"
+cp "$src/run_tests.sh" "$src/env.sh" "$src/gpu_checks.sh" "$src/gpu_calibrate.py" "$src/lease.sh" "$out/"
 cp "$root/tools/hardware_json.py" "$root/tools/compare_ops.py" "$out/"
 chmod -R u+w "$out"
 size_kb=$(du -sk "$out" | cut -f1)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One short GPU lease, from the bundle: the planner's GPU checks first, then the CUDA test cases,
+# each under a time limit so that whatever ran comes back. Output goes to stdout and, where the
+# lending tool sets OUT, to $OUT/checks.log and $OUT/tests.log (with the measured description).
+#   ./lease.sh [oversized] [CHECKS_LIMIT_S]   default: gpu_checks.sh resident (everything but the
+#   offload checks, about 450 s on an H100) and run_tests.sh (about 70 s); oversized: the offload
+#   checks alone (3 and 4), no tests
+# Sized from the lease of 2026-11-26 (benchmarks/results/gpu-2026-11-26.txt): 15 minutes of device
+# time, a start of one to two minutes included, fit the default; the offload checks need a lease
+# of their own.
+set -o pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+mode="${1:-}"
+limit="${2:-$([[ "$mode" == oversized ]] && echo 540 || echo 450)}"
+case "$mode" in ""|oversized) ;; *) echo "error: lease.sh: mode '$mode': expected oversized or none"; exit 2 ;; esac
+out="${OUT:-$(mktemp -d)}"
+export PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc; free -g | head -2
+  python3 -c 'import torch; print("torch", torch.__version__)'; } 2>&1 | tee "$out/checks.log"
+start=$SECONDS
+timeout "$limit" "$here/gpu_checks.sh" "${mode:-resident}" 2>&1 | tee -a "$out/checks.log"
+echo "gpu_checks.sh ${mode:-resident}: exit $? after $((SECONDS - start)) s (limit $limit s)" | tee -a "$out/checks.log"
+cp "$here/hardware/measured.json" "$out/" 2>/dev/null
+if [[ -z "$mode" ]]; then
+  start=$SECONDS
+  timeout 120 "$here/run_tests.sh" 2>&1 | tee "$out/tests.log"
+  echo "run_tests.sh: exit $? after $((SECONDS - start)) s" | tee -a "$out/tests.log"
+fi
