@@ -115,6 +115,10 @@ TEST(OpProfile, ClassifiesOperatorsAndKernelsByName) {
   EXPECT_EQ(ClassifyKernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"),
             OpKind::kMatmul);
   EXPECT_EQ(ClassifyKernel("ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_tn"), OpKind::kMatmul);
+  EXPECT_EQ(ClassifyKernel("void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, true>"),
+            OpKind::kMatmul);
+  EXPECT_EQ(ClassifyKernel("void cublasLt::epilogue::impl::globalKernel<8, 32, float, float, __nv_bfloat16, true>"),
+            OpKind::kMatmul);
   EXPECT_EQ(ClassifyKernel("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>, true>"),
             OpKind::kAttention);
   EXPECT_EQ(ClassifyKernel("fmha_cutlassB_bf16_aligned_64x64_k128_sm80"), OpKind::kAttention);

@@ -91,8 +91,13 @@ OpKind ClassifyKernel(std::string_view name) {
   if (Contains(low, "flash") || Contains(low, "fmha") || Contains(low, "attention") || Contains(low, "attn")) {
     return OpKind::kAttention;
   }
-  // cuBLAS and CUTLASS products: "...gemm...", Hopper's "nvjet_..." and "sm90_xmma_...".
-  if (Contains(low, "gemm") || StartsWith(low, "nvjet") || Contains(low, "xmma")) return OpKind::kMatmul;
+  // cuBLAS and CUTLASS products: "...gemm...", Hopper's "nvjet_..." and "sm90_xmma_...", and the
+  // kernels cuBLAS runs beside a product as part of it: split-K's reduction ("splitKreduce_kernel")
+  // and cuBLASLt's separate epilogue ("cublasLt::epilogue::...").
+  if (Contains(low, "gemm") || StartsWith(low, "nvjet") || Contains(low, "xmma") || Contains(low, "splitkreduce") ||
+      Contains(low, "cublaslt::epilogue")) {
+    return OpKind::kMatmul;
+  }
   if (Contains(low, "memcpy") || Contains(low, "memset") || Contains(low, "copy") || Contains(low, "tobf16") ||
       Contains(low, "tofloat")) {
     return OpKind::kCopy;
