@@ -19,9 +19,12 @@ its numbers came from which measurement).
   python3 benchmarks/planner_gpu.py --plan bazel-bin/tools/plan --hardware h100-80gb-ib400x8 LOG...
 """
 import argparse
+import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from planner_local import predict  # noqa: E402  (plan --predict, refusals reported in one line)
 
 SWEEP = re.compile(r"RESULT planner-gpu-sweep-w(\d+)-l(\d+)-s(\d+)-b(\d+)(-rc)?-datasheet .*?reference=([0-9.]+)")
 HEADER = re.compile(r"zeropp train: gpt\(vocab=(\d+), context=(\d+), width=(\d+), depth=(\d+), heads=(\d+)\).*?"
@@ -62,14 +65,12 @@ def main():
     print("%-24s %-22s %10s %11s %7s" % ("log:line", "shape", "measured_s", "predicted_s", "ratio"))
     for log in a.logs:
         for run, measured in steps(log):
-            args = [a.plan, "--predict", "--hardware", a.hardware, "--gpus", "1", "--design", "zero3",
-                    "--global-batch", str(run["micro_batch"])]
+            args = ["--gpus", "1", "--design", "zero3", "--global-batch", str(run["micro_batch"])]
             for k in ("hidden", "layers", "heads", "seq", "vocab", "micro_batch"):
                 args += ["--" + k.replace("_", "-"), str(run[k])]
             if run["recompute"]:
                 args.append("--recompute")
-            text = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-            predicted = float(re.search(r"PREDICT .*?step_s=([0-9.]+)", text).group(1))
+            predicted = float(predict(a.hardware, args, plan=a.plan, who="planner_gpu")["step_s"])
             shape = "h%d l%d s%d b%d%s" % (run["hidden"], run["layers"], run["seq"], run["micro_batch"],
                                           " rc" if run["recompute"] else "")
             print("%-24s %-22s %10.4f %11.4f %7.3f" % ("%s:%d" % (log.split("/")[-1], run["line"]), shape, measured,

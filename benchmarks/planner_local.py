@@ -31,10 +31,12 @@ HW = "scheduler/planner/hardware/cpu-local.json"  # the default of --hardware
 MIB = 1048576 / 1e6  # /proc's kB are KiB: RSS in MiB to MB
 
 
-def predict(hw_path, args):
-    out = subprocess.run([PLAN, "--predict", "--hardware", hw_path] + args, capture_output=True, text=True)
+def predict(hw_path, args, plan=PLAN, who="planner_local"):
+    """plan --predict's key=value fields (its PREDICT line's last where lines share a key); a plan
+    that fails ends the caller with one line naming it, the arguments and plan's own message."""
+    out = subprocess.run([plan, "--predict", "--hardware", hw_path] + args, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"planner_local: plan {' '.join(args)}: {out.stderr.strip()}")
+        sys.exit(f"{who}: plan {' '.join(args)}: {out.stderr.strip()}")
     return {k: v for k, v in re.findall(r"(\w+)=(\S+)", out.stdout)}
 
 
