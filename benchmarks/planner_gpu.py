@@ -6,7 +6,8 @@ header (model shape, tokens per step), its `recompute:` line if any, and the `BE
 follows (step_s_mean over the timed steps); runs without a BENCH line (the op profile, the
 offloaded runs, which report PROFILE instead) are skipped. The shape sweep (section 5) of the
 2026-11-26 log printed no headers: its steps come from its RESULT lines' names (w, l, s, b, rc;
-head dim 128, vocabulary 256, as that section runs them) and their reference= (the measured step). Predicts each step with
+head dim 128, vocabulary 256, as that section runs them) and their reference= (the measured step);
+later logs print both, and a RESULT line of the run just read from its BENCH line is skipped. Predicts each step with
 `plan --predict --gpus 1 --design zero3` on the description given (one micro-batch of
 tokens/context sequences, byte vocabulary, bf16) and prints, per step, predicted/measured, then
 
@@ -38,9 +39,11 @@ def steps(path):
         sweep = SWEEP.search(line)
         if sweep:
             width, depth, context, mb = map(int, sweep.groups()[:4])
-            out.append(({"line": n, "vocab": 256, "seq": context, "hidden": width, "layers": depth,
-                         "heads": width // 128, "micro_batch": mb, "recompute": bool(sweep.group(5))},
-                        float(sweep.group(6))))
+            shape = {"vocab": 256, "seq": context, "hidden": width, "layers": depth, "heads": width // 128,
+                     "micro_batch": mb, "recompute": bool(sweep.group(5))}
+            # Later logs print the sweep's headers and BENCH lines too: that run is already counted.
+            if not (out and {k: v for k, v in out[-1][0].items() if k != "line"} == shape):
+                out.append((dict(shape, line=n), float(sweep.group(6))))
             continue
         m = HEADER.search(line)
         if m:

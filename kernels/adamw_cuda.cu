@@ -33,7 +33,7 @@ __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__
 
 // Pointer table laid out as: params[count], grads[count], exp_avgs[count], exp_avg_sqs[count],
 // offsets[count + 1] (prefix sums of the sizes).
-__global__ void MultiAdamWKernel(const void* table, int count, AdamWCoeffs c) {
+__global__ void MultiAdamWKernel(const void* table, int count, AdamWCoeffs c, float grad_scale) {
   float* const* p = static_cast<float* const*>(table);
   const float* const* g = reinterpret_cast<const float* const*>(p + count);
   float* const* m = p + 2 * count;
@@ -49,7 +49,7 @@ __global__ void MultiAdamWKernel(const void* table, int count, AdamWCoeffs c) {
     }
     const int64_t k = i - offsets[lo];
     float pi = p[lo][k], mi = m[lo][k], vi = v[lo][k];
-    Update(pi, g[lo][k], mi, vi, c);
+    Update(pi, __fmul_rn(g[lo][k], grad_scale), mi, vi, c);  // x 1.0f is exact
     m[lo][k] = mi;
     v[lo][k] = vi;
     p[lo][k] = pi;
@@ -60,31 +60,45 @@ __global__ void MultiAdamWKernel(const void* table, int count, AdamWCoeffs c) {
 
 int64_t MultiTensorTableBytes(int count) { return static_cast<int64_t>(4 * count) * 8 + (count + 1) * 8; }
 
+int64_t FillMultiTensorTable(void* table, float* const* params, const float* const* grads, float* const* exp_avgs,
+                             float* const* exp_avg_sqs, const int64_t* numels, int count) {
+  uint64_t* t = static_cast<uint64_t*>(table);
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) {
+    t[i] = reinterpret_cast<uint64_t>(params[i]);
+    t[count + i] = reinterpret_cast<uint64_t>(grads[i]);
+    t[2 * count + i] = reinterpret_cast<uint64_t>(exp_avgs[i]);
+    t[3 * count + i] = reinterpret_cast<uint64_t>(exp_avg_sqs[i]);
+    t[4 * count + i] = static_cast<uint64_t>(total);
+    total += numels[i];
+  }
+  t[5 * count] = static_cast<uint64_t>(total);
+  return total;
+}
+
+int LaunchMultiTensorAdamWFromTable(const void* table_device, int count, int64_t total, const AdamWHyper& h,
+                                    float grad_scale, void* stream) {
+  if (count == 0 || total == 0) return 0;
+  const int64_t want = (total + 255) / 256;
+  const int blocks = static_cast<int>(want < 65535 ? want : 65535);
+  MultiAdamWKernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(table_device, count, MakeAdamWCoeffs(h),
+                                                                          grad_scale);
+  return static_cast<int>(cudaGetLastError());
+}
+
 int LaunchMultiTensorAdamWCuda(float* const* params, const float* const* grads, float* const* exp_avgs,
                                float* const* exp_avg_sqs, const int64_t* numels, int count, const AdamWHyper& h,
-                               void* table_device, void* stream) {
+                               void* table_device, void* stream, float grad_scale) {
   if (count == 0) return 0;
   std::vector<uint64_t> table(static_cast<size_t>(MultiTensorTableBytes(count) / 8));
-  int64_t total = 0;
-  for (int t = 0; t < count; ++t) {
-    table[t] = reinterpret_cast<uint64_t>(params[t]);
-    table[count + t] = reinterpret_cast<uint64_t>(grads[t]);
-    table[2 * count + t] = reinterpret_cast<uint64_t>(exp_avgs[t]);
-    table[3 * count + t] = reinterpret_cast<uint64_t>(exp_avg_sqs[t]);
-    table[4 * count + t] = static_cast<uint64_t>(total);
-    total += numels[t];
-  }
-  table[5 * count] = static_cast<uint64_t>(total);
+  const int64_t total = FillMultiTensorTable(table.data(), params, grads, exp_avgs, exp_avg_sqs, numels, count);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaError_t err = cudaMemcpyAsync(table_device, table.data(), table.size() * 8, cudaMemcpyHostToDevice, s);
   if (err != cudaSuccess) return static_cast<int>(err);
   // The host table must outlive the copy.
   err = cudaStreamSynchronize(s);
   if (err != cudaSuccess) return static_cast<int>(err);
-  const int64_t want = (total + 255) / 256;
-  const int blocks = static_cast<int>(want < 65535 ? (want > 0 ? want : 1) : 65535);
-  MultiAdamWKernel<<<blocks, 256, 0, s>>>(table_device, count, MakeAdamWCoeffs(h));
-  return static_cast<int>(cudaGetLastError());
+  return LaunchMultiTensorAdamWFromTable(table_device, count, total, h, grad_scale, stream);
 }
 
 int LaunchAdamWCuda(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,

@@ -390,6 +390,7 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     if (u->flat()) flats.push_back(u->flat());
   }
   double sumsq = 0;
+  at::Tensor device_sumsq;  // resident gradient shards on a GPU: read once, after the loop
   // Offloaded gradient shards: unit i+1's is read while unit i is reduced and measured.
   if (!flats.empty()) flats[0]->PrefetchGradShard();
   for (size_t i = 0; i < flats.size(); ++i) {
@@ -416,9 +417,20 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
         g.narrow(0, lo - f->shard_begin(), hi - lo).copy_(part);
       }
     }
-    sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
+    if (g.is_cpu()) {
+      sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
+    } else {
+      if (!device_sumsq.defined()) device_sumsq = at::zeros({1}, g.options().dtype(at::kDouble));
+      optimizer_.AddSquaredNorm(i, g.narrow(0, b, n), device_sumsq);
+    }
     f->ReleaseGradShard(/*dirty=*/cfg.dp > 1 || (mp_group_ && mp_sum_replicated_));
   }
+  if (device_sumsq.defined()) sumsq += device_sumsq.item<double>();
+  auto since_us = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const int64_t norm_us = since_us(finish_t0);
+  int64_t grad_wait_us = 0, adamw_us = 0, updated = 0;
   at::Tensor norm_t = at::full({1}, sumsq, at::TensorOptions().dtype(at::kDouble));
   CountedWait(zero.AllReduce(norm_t));
   if (zero1) CountedWait(dp.AllReduce(norm_t));
@@ -467,13 +479,18 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     at::Tensor owned;
     if (staging) {
       if (i + 1 < flats.size()) staging->Fetch(i + 1, owned_grad(i + 1));
+      const auto wait_t0 = std::chrono::steady_clock::now();
       owned = staging->Take(i);
+      grad_wait_us += since_us(wait_t0);
     } else {
       at::Tensor g = f->AcquireGradShard();
       owned = g.narrow(0, b, n).to(master.device(), at::kFloat).contiguous();
       f->ReleaseGradShard(/*dirty=*/false);
     }
+    const auto adamw_t0 = std::chrono::steady_clock::now();
     optimizer_.StepUnit(i, master, owned, scale);
+    adamw_us += since_us(adamw_t0);
+    updated += n;
     if (f->master_is_shard()) {
       if (zero1) CountedWait(dp.AllGather(master, master.narrow(0, b, n).clone()));
     } else {
@@ -534,6 +551,10 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   r.finish_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - finish_t0).count();
   r.finish_io_wait_us = (swap_ ? swap_->stats().wait_us : 0) - finish_io0;
+  r.finish_norm_us = norm_us;
+  r.finish_grad_wait_us = grad_wait_us;
+  r.finish_adamw_us = adamw_us;
+  r.updated_params = updated;
   return r;
 }
 

@@ -85,6 +85,14 @@ struct StepResult {
   // thread, and the part of it spent waiting on offload I/O.
   int64_t finish_us = 0;
   int64_t finish_io_wait_us = 0;
+  // Parts of finish_us, for an offloaded optimizer's step end: the gradient pass (pending
+  // reductions, averaging across replicas, the norm, read once), the time the training thread
+  // waited for gradients on their way to the host, and the AdamW updates (host or device kernels as
+  // issued; on the host, their run time) over `updated_params` parameters.
+  int64_t finish_norm_us = 0;
+  int64_t finish_grad_wait_us = 0;
+  int64_t finish_adamw_us = 0;
+  int64_t updated_params = 0;
 };
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;

@@ -40,8 +40,15 @@ class ShardedAdamW {
   // Recomputes which owned elements count in the gradient norm (after FlatEntry::norm_excluded
   // changed).
   void RefreshNormRanges();
-  // Sum of squares of the trainable owned gradient elements of unit i (fp32 owned gradient).
+  // Sum of squares of the trainable owned gradient elements of unit i (fp32 owned gradient on the
+  // host), accumulated in fp64.
   double SquaredNorm(size_t i, const at::Tensor& owned_grad) const;
+  // The same on a GPU, added to `acc` (a one-element fp64 tensor there) without a host read, so
+  // that a step reads the norm once: one fused reduction per range over the gradient as it is
+  // (bf16 or fp32, accumulated in fp32 by the reduction), squared and summed in fp64. Converting
+  // the gradient to fp64 first cost three passes over it, 9% of a 1.2B GPT's step on an H100
+  // (benchmarks/results/gpu-2026-11-27.txt, the op profile's pow and fp64 sum kernels).
+  void AddSquaredNorm(size_t i, const at::Tensor& owned_grad, at::Tensor& acc) const;
   void BeginStep() { ++step_; }
   void Prefetch(size_t i);
   // One AdamW update of unit i: `master_shard` is the unit's fp32 zero shard (acquired by the

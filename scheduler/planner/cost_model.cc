@@ -151,13 +151,18 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   // The fixed per-layer cost (eager dispatch): a third in the forward, a third in each backward
   // half (set by hand: a backward runs about two operators per forward operator, its input and
   // weight gradients; the 1-rank runs ./zpp calibrate fits put 29% of it in the forward).
-  // On a GPU the host issues each pass's kernels in a third of layer_dispatch_s: a pass whose
-  // kernels finish sooner waits on the host.
-  const double fixed = hw.layer_overhead_s / 3, issue = hw.layer_dispatch_s / 3;
-  c.forward_s = std::max(c.forward_s * o.compute_scale, issue) + fixed + c.tp_forward_s;
-  c.backward_input_s =
-      std::max(c.backward_input_s * o.compute_scale, issue) + fixed + c.tp_forward_s + c.tp_backward_extra_s;
-  c.backward_weight_s = std::max(c.backward_weight_s * o.compute_scale, issue) + fixed;
+  // On a GPU the host issues the layer's kernels (forward and backward) in layer_dispatch_s. The
+  // device queue lets the host run ahead of a short pass while a long one runs, so the layer takes
+  // the larger of its device time and that issue time; a host-bound layer's passes stretch in
+  // proportion. (Flooring each pass at a third of it instead predicted a 0.2B step whose forward
+  // passes issue slower than they run 12% slow: the GPU kept up, benchmarks/results/gpu-2026-11-27.txt.)
+  const double fixed = hw.layer_overhead_s / 3;
+  const double f = c.forward_s * o.compute_scale, bin = c.backward_input_s * o.compute_scale,
+               bwt = c.backward_weight_s * o.compute_scale, device = f + bin + bwt;
+  const double stretch = device > 0 && hw.layer_dispatch_s > device ? hw.layer_dispatch_s / device : 1.0;
+  c.forward_s = f * stretch + fixed + c.tp_forward_s;
+  c.backward_input_s = bin * stretch + fixed + c.tp_forward_s + c.tp_backward_extra_s;
+  c.backward_weight_s = bwt * stretch + fixed;
   return c;
 }
 

@@ -30,11 +30,11 @@
 //                                shapes; 0 on GPUs
 //   layer_dispatch_us            optional, default 0, GPUs: the host time (in us) to issue one
 //                                layer's forward and backward kernels for one micro-batch (eager
-//                                dispatch, autograd, launches). The device runs ahead of the host
-//                                only while its kernels outlast their issue: each pass of a layer
-//                                takes the larger of its device time and its third of this
-//                                (forward, input gradient, weight gradient). Measured by
-//                                gpu_checks.sh from a step too small to keep the GPU busy
+//                                dispatch, autograd, launches). The host runs ahead of the device
+//                                through its queue: a layer takes the larger of its device time
+//                                (forward and both backward halves) and this; a host-bound
+//                                layer's passes stretch in proportion. Measured by gpu_checks.sh
+//                                from a step too small to keep the GPU busy
 //   optimizer_mparams_per_s      optional: one rank's measured AdamW step rate (parameters per
 //                                second / 1e6, gradient norm and clipping included); absent: the
 //                                memory-bound model of OptimizerSeconds

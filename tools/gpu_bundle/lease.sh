@@ -5,9 +5,10 @@
 #   ./lease.sh [oversized] [CHECKS_LIMIT_S]   default: gpu_checks.sh resident (everything but the
 #   offload checks, about 450 s on an H100) and run_tests.sh (about 70 s); oversized: the offload
 #   checks alone (3 and 4), no tests
-# Sized from the lease of 2026-11-26 (benchmarks/results/gpu-2026-11-26.txt): 15 minutes of device
-# time, a start of one to two minutes included, fit the default; the offload checks need a lease
-# of their own.
+# Sized from the leases of 2026-11-26 and 11-27 (benchmarks/results/gpu-2026-11-2[67].txt): 15
+# minutes of device time, a start of one to two minutes included, fit the default; the offload
+# checks need a call of their own. On 11-27 `gpu_checks.sh resident` alone (329 s, no tests) and
+# then `lease.sh oversized 470` (369 s) fit one 900 s session, the second call's fresh start included.
 set -o pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 mode="${1:-}"
