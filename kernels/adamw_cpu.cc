@@ -68,7 +68,19 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const AdamWArgs& a, const Ada
     __m256 p = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(a.param + i), decay), _mm256_div_ps(_mm256_mul_ps(ss, m), denom));
     _mm256_storeu_ps(a.param + i, p);
     if (a.param_bf16_out) {
-      for (int k = 0; k < 8; ++k) a.param_bf16_out[i + k] = FloatToBf16(a.param[i + k]);
+      // Round to nearest even as FloatToBf16 (u + 0x7fff + ((u >> 16) & 1), high half), packed to
+      // 16 bits; NaNs take the scalar rule. (One value at a time, this copy-out cost as much as the
+      // update: an offloaded bf16 unit on this project's AVX2 machine.)
+      const __m256i u = _mm256_castps_si256(p);
+      const __m256i r = _mm256_srli_epi32(
+          _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                               _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)))),
+          16);
+      const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(a.param_bf16_out + i), packed);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(p, p, _CMP_UNORD_Q))) {
+        for (int k = 0; k < 8; ++k) a.param_bf16_out[i + k] = FloatToBf16(a.param[i + k]);
+      }
     }
   }
   ScalarRange(a, c, i, end);
@@ -125,13 +137,18 @@ RangeFn Pick(CpuPath p) {
   return ScalarRange;
 }
 
-double ChunkSumOfSquares(const float* x, int64_t n) {
+// x[i] as double: fp32 widened, bf16 widened exactly.
+inline double Wide(float x) { return x; }
+inline double Wide(uint16_t x) { return Bf16ToFloat(x); }
+
+template <typename T>
+double ChunkSumOfSquares(const T* x, int64_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+    for (int k = 0; k < 8; ++k) acc[k] += Wide(x[i + k]) * Wide(x[i + k]);
   }
-  for (; i < n; ++i) acc[i % 8] += static_cast<double>(x[i]) * x[i];
+  for (; i < n; ++i) acc[i % 8] += Wide(x[i]) * Wide(x[i]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
@@ -192,7 +209,8 @@ void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads
   Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
 }
 
-double SumOfSquares(const float* x, int64_t n, int threads) {
+template <typename T>
+double SumOfSquaresT(const T* x, int64_t n, int threads) {
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(static_cast<size_t>(std::max<int64_t>(chunks, 0)), 0.0);
@@ -204,6 +222,10 @@ double SumOfSquares(const float* x, int64_t n, int threads) {
   for (double p : part) sum += p;
   return sum;
 }
+
+double SumOfSquares(const float* x, int64_t n, int threads) { return SumOfSquaresT(x, n, threads); }
+
+double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads) { return SumOfSquaresT(x, n, threads); }
 
 void CastFloatToBf16(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);

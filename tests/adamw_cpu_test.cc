@@ -190,6 +190,21 @@ TEST(SumOfSquaresTest, MatchesALongDoubleSumForEveryThreadCount) {
   }
 }
 
+// Over bf16 values: the same bits as the fp32 sum of the same values widened, at any thread count.
+TEST(SumOfSquaresTest, Bf16EqualsTheWidenedFp32Sum) {
+  std::mt19937 rng(5);
+  for (int64_t n : {int64_t{0}, int64_t{9}, int64_t{(1 << 17) + 3}}) {
+    const std::vector<float> x = Normal(n, rng, 1e-2f);
+    std::vector<uint16_t> b(static_cast<size_t>(n));
+    std::vector<float> widened(static_cast<size_t>(n));
+    CastFloatToBf16(x.data(), b.data(), n);
+    CastBf16ToFloat(b.data(), widened.data(), n);
+    const double want = SumOfSquares(widened.data(), n, 1);
+    if (n > 0) EXPECT_GT(want, 0.0);
+    for (int threads : {1, 2, 5}) EXPECT_EQ(SumOfSquaresBf16(b.data(), n, threads), want) << "n=" << n << " threads=" << threads;
+  }
+}
+
 TEST(Bf16CastTest, RoundsToNearestEvenAndKeepsNaN) {
   const float in[] = {1.0f, 1.00390625f /* halfway: ties to even (down) */, 1.01171875f /* halfway: up */,
                       -2.5f, std::nanf(""), 3.4e38f};

@@ -418,7 +418,12 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       }
     }
     if (g.is_cpu()) {
-      sumsq += optimizer_.SquaredNorm(i, g.narrow(0, b, n).to(at::kFloat).contiguous());
+      // fp32 and bf16 read as they are: a converted copy of a large unit is freshly mapped memory,
+      // page-faulted every step (an offloaded 0.2B-parameter GPT on this project's CPU machine
+      // spent 5x its AdamW time on such copies and the shard's copy-back).
+      at::Tensor owned = g.narrow(0, b, n);
+      if (owned.scalar_type() != at::kFloat && owned.scalar_type() != at::kBFloat16) owned = owned.to(at::kFloat);
+      sumsq += optimizer_.SquaredNorm(i, owned.contiguous());
     } else {
       if (!device_sumsq.defined()) device_sumsq = at::zeros({1}, g.options().dtype(at::kDouble));
       optimizer_.AddSquaredNorm(i, g.narrow(0, b, n), device_sumsq);
@@ -476,28 +481,41 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
     const int64_t b = optimizer_.own_begin(i) - f->shard_begin();
     const int64_t n = optimizer_.own_end(i) - optimizer_.own_begin(i);
     at::Tensor master = f->AcquireMaster();
-    at::Tensor owned;
+    at::Tensor owned, grad_shard;  // the gradient shard is held until the update has read it
     if (staging) {
       if (i + 1 < flats.size()) staging->Fetch(i + 1, owned_grad(i + 1));
       const auto wait_t0 = std::chrono::steady_clock::now();
       owned = staging->Take(i);
       grad_wait_us += since_us(wait_t0);
     } else {
-      at::Tensor g = f->AcquireGradShard();
-      owned = g.narrow(0, b, n).to(master.device(), at::kFloat).contiguous();
-      f->ReleaseGradShard(/*dirty=*/false);
+      grad_shard = f->AcquireGradShard();
+      owned = grad_shard.narrow(0, b, n);
+      // The host update reads fp32 or bf16 as it is (see the norm's pass); the GPU kernel fp32.
+      const bool as_is = owned.is_cpu() && master.is_cpu() &&
+                         (owned.scalar_type() == at::kFloat || owned.scalar_type() == at::kBFloat16);
+      if (!as_is) owned = owned.to(master.device(), at::kFloat);
+      owned = owned.contiguous();
+    }
+    // On the host, a bf16 compute shard is written by the update as it goes (no second pass).
+    at::Tensor shard;
+    bool shard_written = false;
+    if (!f->master_is_shard() && !staging && master.is_cpu()) {
+      shard = f->AcquireShard();
+      shard_written = shard.is_cpu() && shard.scalar_type() == at::kBFloat16;
     }
     const auto adamw_t0 = std::chrono::steady_clock::now();
-    optimizer_.StepUnit(i, master, owned, scale);
+    optimizer_.StepUnit(i, master, owned, scale, shard_written ? shard.narrow(0, b, n) : at::Tensor());
     adamw_us += since_us(adamw_t0);
     updated += n;
+    owned = at::Tensor();
+    if (grad_shard.defined()) f->ReleaseGradShard(/*dirty=*/false);
     if (f->master_is_shard()) {
       if (zero1) CountedWait(dp.AllGather(master, master.narrow(0, b, n).clone()));
     } else {
-      at::Tensor shard = f->AcquireShard();
+      if (!shard.defined()) shard = f->AcquireShard();
       if (staging) {
         staging->Put(shard.narrow(0, b, n), master.narrow(0, b, n));
-      } else {
+      } else if (!shard_written) {
         shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
       }
       if (zero1) {

@@ -80,14 +80,18 @@ void ShardedAdamW::RefreshNormRanges() {
 
 double ShardedAdamW::SquaredNorm(size_t i, const at::Tensor& owned_grad) const {
   const Unit& u = units_[i];
-  if (!owned_grad.is_cpu() || owned_grad.scalar_type() != at::kFloat || !owned_grad.is_contiguous()) {
-    throw std::logic_error("ShardedAdamW::SquaredNorm: unit " + std::to_string(i) + " expects a contiguous fp32 "
-                           "gradient on the host, got " + std::string(c10::toString(owned_grad.scalar_type())) +
+  const bool bf16 = owned_grad.scalar_type() == at::kBFloat16;
+  if (!owned_grad.is_cpu() || !(bf16 || owned_grad.scalar_type() == at::kFloat) || !owned_grad.is_contiguous()) {
+    throw std::logic_error("ShardedAdamW::SquaredNorm: unit " + std::to_string(i) + " expects a contiguous fp32 or "
+                           "bf16 gradient on the host, got " + std::string(c10::toString(owned_grad.scalar_type())) +
                            " on " + owned_grad.device().str() + " (AddSquaredNorm is the device path)");
   }
-  const float* g = owned_grad.data_ptr<float>();
   double sum = 0;
-  for (const auto& r : u.norm_ranges) sum += kernels::SumOfSquares(g + (r.first - u.own_begin), r.second - r.first, threads_);
+  for (const auto& r : u.norm_ranges) {
+    const int64_t at = r.first - u.own_begin, n = r.second - r.first;
+    sum += bf16 ? kernels::SumOfSquaresBf16(static_cast<const uint16_t*>(owned_grad.data_ptr()) + at, n, threads_)
+                : kernels::SumOfSquares(owned_grad.data_ptr<float>() + at, n, threads_);
+  }
   return sum;
 }
 
@@ -104,7 +108,8 @@ void ShardedAdamW::Prefetch(size_t i) {
   if (swap_ && i < units_.size()) swap_->Prefetch(units_[i].swap_id);
 }
 
-void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::Tensor& owned_grad, float grad_scale) {
+void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::Tensor& owned_grad, float grad_scale,
+                            const at::Tensor& bf16_out) {
   // Named for PyTorch's profiler (train --profile-ops counts it as optimizer time); free when off.
   RECORD_FUNCTION("zeropp::adamw_step", std::vector<c10::IValue>());
   Unit& u = units_[i];
@@ -124,6 +129,17 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   float* exp_avg = moments.data_ptr<float>();
   float* exp_avg_sq = exp_avg + (u.own_end - u.own_begin);
   const int64_t shard_begin = u.flat->shard_begin();
+  const int64_t own = u.own_end - u.own_begin;
+  const bool grad_bf16 = g.scalar_type() == at::kBFloat16;
+  if ((!master_shard.is_cpu() && (grad_bf16 || bf16_out.defined())) ||
+      !(grad_bf16 || g.scalar_type() == at::kFloat) || !g.is_contiguous() || g.numel() != own ||
+      (bf16_out.defined() && (!bf16_out.is_cpu() || bf16_out.scalar_type() != at::kBFloat16 ||
+                              !bf16_out.is_contiguous() || bf16_out.numel() != own))) {
+    throw std::logic_error("ShardedAdamW: unit " + std::to_string(i) + " (" + std::to_string(own) +
+                           " owned values) got a gradient of " + std::to_string(g.numel()) + " " +
+                           c10::toString(g.scalar_type()) + (bf16_out.defined() ? " and a bf16 output" : "") +
+                           ": expected contiguous fp32 (on the host also bf16, and a bf16 output there only)");
+  }
   if (!master_shard.is_cpu()) {
     StepOnDevice(master, g.data_ptr<float>(), exp_avg, exp_avg_sq, u.ranges, u.own_begin, shard_begin, h, grad_scale,
                  master_shard.device());
@@ -131,15 +147,32 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
     return;
   }
   for (const auto& r : u.ranges) {
-    const int64_t own = r.first - u.own_begin;
+    const int64_t at = r.first - u.own_begin;
     kernels::AdamWArgs args;
     args.param = master + (r.first - shard_begin);
-    args.grad = g.data_ptr<float>() + own;
-    args.exp_avg = exp_avg + own;
-    args.exp_avg_sq = exp_avg_sq + own;
+    if (grad_bf16) {
+      args.grad_bf16 = static_cast<const uint16_t*>(g.data_ptr()) + at;
+    } else {
+      args.grad = g.data_ptr<float>() + at;
+    }
+    args.exp_avg = exp_avg + at;
+    args.exp_avg_sq = exp_avg_sq + at;
+    if (bf16_out.defined()) args.param_bf16_out = static_cast<uint16_t*>(bf16_out.data_ptr()) + at;
     args.n = r.second - r.first;
     args.grad_scale = grad_scale;
     kernels::AdamWCpu(args, h, path_, threads_);
+  }
+  // Frozen values and padding keep their master value: copied out as the update would write them.
+  if (bf16_out.defined()) {
+    int64_t at = 0;
+    auto copy_gap = [&](int64_t lo, int64_t hi) {  // owned coordinates
+      if (hi > lo) bf16_out.narrow(0, lo, hi - lo).copy_(master_shard.narrow(0, u.own_begin - shard_begin + lo, hi - lo));
+    };
+    for (const auto& r : u.ranges) {
+      copy_gap(at, r.first - u.own_begin);
+      at = r.second - u.own_begin;
+    }
+    copy_gap(at, own);
   }
   if (swap_) swap_->Release(u.swap_id, /*dirty=*/true);
 }

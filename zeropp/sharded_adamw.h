@@ -40,8 +40,8 @@ class ShardedAdamW {
   // Recomputes which owned elements count in the gradient norm (after FlatEntry::norm_excluded
   // changed).
   void RefreshNormRanges();
-  // Sum of squares of the trainable owned gradient elements of unit i (fp32 owned gradient on the
-  // host), accumulated in fp64.
+  // Sum of squares of the trainable owned gradient elements of unit i (a contiguous fp32 or bf16
+  // owned gradient on the host, read as it is), accumulated in fp64.
   double SquaredNorm(size_t i, const at::Tensor& owned_grad) const;
   // The same on a GPU, added to `acc` (a one-element fp64 tensor there) without a host read, so
   // that a step reads the norm once: one fused reduction per range over the gradient as it is
@@ -52,8 +52,11 @@ class ShardedAdamW {
   void BeginStep() { ++step_; }
   void Prefetch(size_t i);
   // One AdamW update of unit i: `master_shard` is the unit's fp32 zero shard (acquired by the
-  // caller), `owned_grad` its fp32 gradient over the owned range, scaled by `grad_scale` first.
-  void StepUnit(size_t i, const at::Tensor& master_shard, const at::Tensor& owned_grad, float grad_scale);
+  // caller), `owned_grad` its gradient over the owned range (fp32; on the host bf16 too, read as it
+  // is), scaled by `grad_scale` first. On the host, a defined `bf16_out` (the owned range of the
+  // unit's bf16 compute shard, host memory) receives the updated values in the same pass.
+  void StepUnit(size_t i, const at::Tensor& master_shard, const at::Tensor& owned_grad, float grad_scale,
+                const at::Tensor& bf16_out = at::Tensor());
 
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }  // resuming from a checkpoint
