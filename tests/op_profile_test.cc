@@ -61,6 +61,17 @@ TEST(OpProfile, NamesCarryTheirSelfTimeAndCallsMostFirst) {
   EXPECT_EQ(top,
             "OPS_TOP rank=3 kind=other seconds=0.000000 calls=1.0 share=0.5217 name=aten::linear\n"
             "OPS_TOP rank=3 kind=matmul seconds=0.000000 calls=1.0 share=0.3478 name=aten::addmm");
+  // A device kernel names its main launcher (with input shapes) and that launcher's share.
+  OpTotals k;
+  k.seconds[static_cast<int>(OpKind::kElementwise)] = 4.0;
+  OpTotals::Named& add = k.by_name["elementwise_kernel<add>"];
+  add.kind = OpKind::kElementwise;
+  add.seconds = 4.0;
+  add.calls = 4;
+  add.launched_by = {{"aten::add_[8,64][8,64]", 3.0}, {"aten::add[4]", 1.0}};
+  EXPECT_EQ(FormatOpTop(k, 0, 1, 5),
+            "OPS_TOP rank=0 kind=elementwise seconds=4.000000 calls=4.0 share=1.0000 by=aten::add_[8,64][8,64](0.75) "
+            "name=elementwise_kernel<add>");
 }
 
 TEST(OpProfile, SameStartNestsTheShorterInsideTheLonger) {

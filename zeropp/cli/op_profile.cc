@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
 #include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
@@ -36,11 +37,21 @@ bool Contains(const std::string& s, std::string_view part) { return s.find(part)
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 // One more call of `name` (of kind k) taking `seconds`, in a per-name table.
-void Tally(std::map<std::string, OpTotals::Named>& by_name, const std::string& name, OpKind k, double seconds) {
+void Tally(std::map<std::string, OpTotals::Named>& by_name, const std::string& name, OpKind k, double seconds,
+           const std::string& launcher = "") {
   OpTotals::Named& named = by_name[name];
   named.kind = k;
   named.seconds += seconds;
   ++named.calls;
+  if (!launcher.empty()) named.launched_by[launcher] += seconds;
+}
+
+// "aten::add_[8,1024,2048][8,1024,2048]": an operator and its inputs' shapes, without spaces.
+std::string OpKey(const std::string& name, const std::vector<std::vector<int64_t>>& shapes) {
+  std::string key = name;
+  for (const auto& s : shapes) key += "[" + absl::StrJoin(s, ",") + "]";
+  std::replace(key.begin(), key.end(), ' ', '_');
+  return key;
 }
 
 }  // namespace
@@ -221,6 +232,16 @@ OpTotals OpProfiler::Stop() {
   const std::set<uint8_t> device_work = {static_cast<uint8_t>(libkineto::ActivityType::CONCURRENT_KERNEL),
                                          static_cast<uint8_t>(libkineto::ActivityType::GPU_MEMCPY),
                                          static_cast<uint8_t>(libkineto::ActivityType::GPU_MEMSET)};
+  // The host operator each kernel was launched from (its correlation id links the two).
+  std::map<uint64_t, std::string> launcher;
+  if (cuda_) {
+    for (const prof::KinetoEvent& e : result->events()) {
+      if (e.deviceType() != c10::DeviceType::CPU || e.activityType() != cpu_op) continue;
+      std::vector<std::vector<int64_t>> shapes;
+      if (e.hasShapes()) shapes.assign(e.shapes().begin(), e.shapes().end());
+      launcher[e.correlationId()] = OpKey(e.name(), shapes);
+    }
+  }
   for (const prof::KinetoEvent& e : result->events()) {
     if (e.deviceType() == c10::DeviceType::CPU) {
       if (e.activityType() != cpu_op) continue;  // runtime calls (cudaLaunchKernel...), annotations
@@ -233,7 +254,8 @@ OpTotals OpProfiler::Stop() {
       const OpKind k = ClassifyKernel(name);
       const double s = static_cast<double>(e.durationNs()) * 1e-9;
       device[static_cast<int>(k)] += s;
-      Tally(kernels, name, k, s);
+      const auto by = launcher.find(e.linkedCorrelationId());
+      Tally(kernels, name, k, s, by == launcher.end() ? std::string() : by->second);
     }
   }
   OpTotals t = FoldHostSpans(std::move(host));
@@ -268,9 +290,15 @@ std::string FormatOpTop(const OpTotals& t, int rank, int steps, int top) {
   std::string out;
   for (size_t i = 0; i < order.size() && static_cast<int>(i) < top; ++i) {
     const OpTotals::Named& v = order[i]->second;
-    absl::StrAppendFormat(&out, "%sOPS_TOP rank=%d kind=%s seconds=%.6f calls=%.1f share=%.4f name=%s", i ? "\n" : "",
+    std::string by;
+    const auto main = std::max_element(v.launched_by.begin(), v.launched_by.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (main != v.launched_by.end()) {
+      by = absl::StrFormat(" by=%s(%.2f)", main->first.substr(0, 200), v.seconds > 0 ? main->second / v.seconds : 0.0);
+    }
+    absl::StrAppendFormat(&out, "%sOPS_TOP rank=%d kind=%s seconds=%.6f calls=%.1f share=%.4f%s name=%s", i ? "\n" : "",
                           rank, OpKindName(v.kind), v.seconds / n, static_cast<double>(v.calls) / n,
-                          total > 0 ? v.seconds / total : 0.0, order[i]->first.substr(0, 160));
+                          total > 0 ? v.seconds / total : 0.0, by, order[i]->first.substr(0, 160));
   }
   return out;
 }

@@ -53,6 +53,9 @@ struct OpTotals {
     OpKind kind = OpKind::kOther;
     double seconds = 0;
     int64_t calls = 0;
+    // Device kernels: seconds by the host operator that launched them, with its input shapes
+    // ("aten::add_[8,1024,2048][8,1024,2048]"), where the profiler linked them.
+    std::map<std::string, double> launched_by;
   };
   std::map<std::string, Named> by_name;
   double Seconds(OpKind k) const { return seconds[static_cast<int>(k)]; }
@@ -106,8 +109,9 @@ class OpProfiler {
 // products' FLOPs over their time.
 std::string FormatOpTotals(const OpTotals& t, int rank, int steps);
 // The `top` names that took the most time, one line each, most first:
-//   OPS_TOP rank=R kind=K seconds=S calls=C share=F name=NAME
-// seconds and calls per step, share of all the kinds' time, the name cut to 160 characters.
+//   OPS_TOP rank=R kind=K seconds=S calls=C share=F [by=OP(SHARE)] name=NAME
+// seconds and calls per step, share of all the kinds' time, the name cut to 160 characters; by=:
+// a kernel's main launcher and its share of the kernel's time.
 std::string FormatOpTop(const OpTotals& t, int rank, int steps, int top);
 
 }  // namespace cli
