@@ -43,6 +43,9 @@ TEST(NcclBackendTest, CollectivesOnGpus) {
     comm.AllGather(out, at::zeros({7}, dev) + rank)->Wait();
     cudaDeviceSynchronize();
     for (int j = 0; j < n; ++j) EXPECT_EQ(out[j * 7].item<float>(), j);
+    // A finished run's orderly end (ProcessGroups::Shutdown) returns; the destructor follows.
+    comm.Barrier()->Wait();
+    comm.ShutdownBackend();
   });
 #endif
 }

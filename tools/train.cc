@@ -410,6 +410,7 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   groups->world().Barrier()->Wait();
+  groups->Shutdown();
   return 0;
 }
 

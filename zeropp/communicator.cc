@@ -158,6 +158,13 @@ Communicator::~Communicator() {
 
 std::string Communicator::backend_name() const { return backend_->getBackendName(); }
 
+void Communicator::ShutdownBackend() {
+  try {
+    if (backend_name() == "nccl") backend_->shutdown();
+  } catch (const std::exception&) {
+  }
+}
+
 CommStats Communicator::Stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;

@@ -111,6 +111,9 @@ class Communicator {
   const std::string& name() const { return name_; }
   const CommOptions& options() const { return options_; }
   std::string backend_name() const;
+  // NCCL: flushes and frees the backend's communicators (ProcessGroups::Shutdown); other backends
+  // need nothing. Errors are ignored: the run has finished.
+  void ShutdownBackend();
 
   CommStats Stats() const;
   std::vector<OpRecord> RecentOps() const { return log_.Snapshot(); }

@@ -113,6 +113,12 @@ std::unique_ptr<Communicator> ProcessGroups::MakeGroup(const std::string& name,
   return std::make_unique<Communicator>(name, rank_, ranks, comm_store, backend, options.comm);
 }
 
+void ProcessGroups::Shutdown() {
+  for (auto* c : {world_.get(), zero_.get(), pp_.get(), dp_.get()}) {
+    if (c != nullptr) c->ShutdownBackend();
+  }
+}
+
 ProcessGroups::~ProcessGroups() = default;
 
 }  // namespace zeropp

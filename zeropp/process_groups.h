@@ -54,6 +54,12 @@ class ProcessGroups {
   int rank() const { return rank_; }
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
 
+  // The orderly end of a finished run, every rank past a last barrier: NCCL backends flush and
+  // free their communicators now rather than being aborted by their destructors during exit (on a
+  // lent H100 that abort once logged an asynchronous "unhandled system error" with a stack trace
+  // after a finished run's DONE line). Not for a failed run: there the destructors abort, which
+  // cannot wait on a missing peer.
+  void Shutdown();
   ~ProcessGroups();
 
  private:
