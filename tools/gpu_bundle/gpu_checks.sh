@@ -189,8 +189,11 @@ fi
 # its access pattern, at one 4096-wide block's size: on 2026-11-27 check 3's step end took 6 s for
 # 5.4B parameters where the planner charged 1.1 s from torch's fused AdamW on this host.
 section host-adamw
-[[ "$quick" == quick ]] && n=$((1 << 22)) || n=$((12 * 4096 * 4096))
-"$here/tools/adam_bench" "$n" 5 "$threads" | grep -E 'ZPP|rror'
+# Also at 2^26 parameters, the size gpu_calibrate.py times torch's fused AdamW at.
+for n in $([[ "$quick" == quick ]] && echo $((1 << 22)) || echo $((1 << 26)) $((12 * 4096 * 4096))); do
+  echo "host AdamW over $n parameters:"
+  "$here/tools/adam_bench" "$n" 5 "$threads" | grep -E 'ZPP|rror'
+done
 section oversized
 out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
   --profile 2>&1)"
