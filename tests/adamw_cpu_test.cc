@@ -170,7 +170,9 @@ TEST(AdamWCpuPathsTest, GradScaleEqualsAScaledCopy) {
         EXPECT_EQ(p1, p2) << CpuPathName(path) << " bf16_grad=" << bf16_grad << " scale=" << scale;
         EXPECT_EQ(m1, m2) << CpuPathName(path) << " bf16_grad=" << bf16_grad << " scale=" << scale;
         EXPECT_EQ(v1, v2) << CpuPathName(path) << " bf16_grad=" << bf16_grad << " scale=" << scale;
-        if (scale != 1.0f) EXPECT_NE(p1, p0);
+        if (scale != 1.0f) {
+          EXPECT_NE(p1, p0);
+        }
       }
     }
   }
@@ -200,7 +202,9 @@ TEST(SumOfSquaresTest, Bf16EqualsTheWidenedFp32Sum) {
     CastFloatToBf16(x.data(), b.data(), n);
     CastBf16ToFloat(b.data(), widened.data(), n);
     const double want = SumOfSquares(widened.data(), n, 1);
-    if (n > 0) EXPECT_GT(want, 0.0);
+    if (n > 0) {
+      EXPECT_GT(want, 0.0);
+    }
     for (int threads : {1, 2, 5}) EXPECT_EQ(SumOfSquaresBf16(b.data(), n, threads), want) << "n=" << n << " threads=" << threads;
   }
 }
