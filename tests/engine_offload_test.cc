@@ -118,6 +118,47 @@ TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {
   }
 }
 
+// bf16 parameters and gradients: the offloaded update reads the bf16 gradient as it is and writes
+// the bf16 shard in the same pass (on a GPU, through page-locked bf16 buffers both ways), where
+// resident training casts; the same bits either way, so offloading changes nothing.
+class EngineOffloadBf16Test : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineOffloadBf16Test, MatchesResidentBf16Training) {
+  const std::string skip = testing::SkipReason(GetParam());
+  if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
+  for (const char* params : {"none", "cpu"}) {
+    testing::ParityCase c;
+    c.device = GetParam();
+    c.n = 2;
+    c.cfg = {1, 2, 1, DpMode::kDp};
+    c.model = testing::ModelKind::kGpt;
+    c.options = testing::BaseOptions();
+    c.options.param_dtype = at::kBFloat16;
+    c.options.reduce_dtype = at::kBFloat16;
+    c.options.max_grad_norm = 0.5;
+    c.micro = 2;
+    c.steps = 10;
+    auto plain = testing::RunZeropp(c);
+    c.options.offload.optimizer = ParseOffloadTarget("optimizer", "cpu");
+    c.options.offload.params = ParseOffloadTarget("params", params);
+    c.options.offload.dir = TestDir(std::string("bf16_") + params);
+    auto off = testing::RunZeropp(c);
+    for (int r = 0; r < c.n; ++r) {
+      for (int s = 0; s < c.steps; ++s) {
+        EXPECT_NEAR(off[r].losses[s], plain[r].losses[s], 1e-6 * std::abs(plain[r].losses[s]))
+            << "params " << params << " step " << s;
+      }
+      EXPECT_NE(plain[r].losses.back(), plain[r].losses.front());  // the updates moved the model
+      for (size_t i = 0; i < plain[r].params.size(); ++i) {
+        EXPECT_LT(testing::RelErr(off[r].params[i].second, plain[r].params[i].second), 1e-6) << "params " << params;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, EngineOffloadBf16Test, ::testing::ValuesIn(testing::Devices()),
+                         [](const auto& info) { return info.param; });
+
 TEST(EngineOffloadErrorsTest, UnusableDirectoryAndImpossibleBudgetAreRefusedUpFront) {
   auto error_of = [](EngineOptions o) {
     std::string err;

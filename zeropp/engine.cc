@@ -459,7 +459,10 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
   };
   prefetch_step(0);
   // Optimizer offload on a GPU (ZeRO-Offload): gradients resident on the device, masters on the
-  // host; copies both ways run on the copy stream, pipelined with the CPU updates.
+  // host; copies both ways run on the copy stream, pipelined with the CPU updates, bf16 as bf16.
+  // (Before, fp32 both ways, with a device-side fp32 copy of every updated master held to the
+  // step's end: a 5.4B model's peak device memory was 41.6 GB, its bf16 parameters and gradients
+  // 21.8 of it, on an H100: benchmarks/results/gpu-2026-11-27.txt.)
   std::unique_ptr<HostStaging> staging;
   auto owned_grad = [&](size_t i) {
     FlatParam* f = flats[i];
@@ -496,15 +499,19 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       if (!as_is) owned = owned.to(master.device(), at::kFloat);
       owned = owned.contiguous();
     }
-    // On the host, a bf16 compute shard is written by the update as it goes (no second pass).
-    at::Tensor shard;
-    bool shard_written = false;
-    if (!f->master_is_shard() && !staging && master.is_cpu()) {
+    // A bf16 compute shard is written by the host update as it goes (no second pass): in place on
+    // the host, or into a page-locked buffer that then travels to the GPU as bf16.
+    at::Tensor shard, bf16_out;
+    bool shard_written = false, staged_bf16 = false;
+    if (!f->master_is_shard() && master.is_cpu()) {
       shard = f->AcquireShard();
-      shard_written = shard.is_cpu() && shard.scalar_type() == at::kBFloat16;
+      shard_written = !staging && shard.is_cpu() && shard.scalar_type() == at::kBFloat16;
+      staged_bf16 = staging && shard.scalar_type() == at::kBFloat16;
+      if (shard_written) bf16_out = shard.narrow(0, b, n);
+      if (staged_bf16) bf16_out = staging->PutBuffer(static_cast<int64_t>(i), n);
     }
     const auto adamw_t0 = std::chrono::steady_clock::now();
-    optimizer_.StepUnit(i, master, owned, scale, shard_written ? shard.narrow(0, b, n) : at::Tensor());
+    optimizer_.StepUnit(i, master, owned, scale, bf16_out);
     adamw_us += since_us(adamw_t0);
     updated += n;
     owned = at::Tensor();
@@ -513,7 +520,9 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       if (zero1) CountedWait(dp.AllGather(master, master.narrow(0, b, n).clone()));
     } else {
       if (!shard.defined()) shard = f->AcquireShard();
-      if (staging) {
+      if (staged_bf16) {
+        staging->PutFrom(static_cast<int64_t>(i), shard.narrow(0, b, n));
+      } else if (staging) {
         staging->Put(shard.narrow(0, b, n), master.narrow(0, b, n));
       } else if (!shard_written) {
         shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
