@@ -309,7 +309,8 @@ int Main(int argc, char** argv) {
                     mem.nvme_bytes / 1e6, mem.host_pool_bytes / 1e6);
         // Where the step's end went: what an offloaded optimizer's planner charge is checked against.
         std::printf("    its end: gradient pass and norm %.2f s, waiting for gradients to reach the host %.2f s, "
-                    "AdamW %.2f s (%.0f Mparam/s over %lld parameters), the rest (copies back, write-backs) %.2f s\n",
+                    "AdamW %.2f s (%.0f Mparam/s over %lld parameters, waits for offloaded moments included), the rest "
+                    "(copies back, write-backs) %.2f s\n",
                     r.finish_norm_us / 1e6, r.finish_grad_wait_us / 1e6, r.finish_adamw_us / 1e6,
                     r.finish_adamw_us > 0 ? r.updated_params / (r.finish_adamw_us / 1e6) / 1e6 : 0.0,
                     (long long)r.updated_params,
