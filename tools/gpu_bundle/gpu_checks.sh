@@ -187,7 +187,7 @@ fi
 [[ -n "$resident" ]] && exit 0
 # The host's own AdamW (the kernel the offloaded runs use, all threads) beside the memory bound of
 # its access pattern, at one 4096-wide block's size: on 2026-11-27 check 3's step end took 6 s for
-# 5.4B parameters where the planner charged 1.1 s from torch's fused AdamW on this host.
+# 5.4B parameters, where torch's fused AdamW alone would take 1.26 s on this host (gpu_calibrate.py).
 section host-adamw
 # Also at 2^26 parameters, the size gpu_calibrate.py times torch's fused AdamW at.
 for n in $([[ "$quick" == quick ]] && echo $((1 << 22)) || echo $((1 << 26)) $((12 * 4096 * 4096))); do

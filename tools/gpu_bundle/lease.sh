@@ -3,8 +3,8 @@
 # each under a time limit so that whatever ran comes back. Output goes to stdout and, where the
 # lending tool sets OUT, to $OUT/checks.log and $OUT/tests.log (with the measured description).
 #   ./lease.sh [oversized] [CHECKS_LIMIT_S]   default: gpu_checks.sh resident (everything but the
-#   offload checks, about 450 s on an H100) and run_tests.sh (about 70 s); oversized: the offload
-#   checks alone (3 and 4), no tests
+#   offload checks, 330-430 s on an H100) and run_tests.sh (about 70 s); oversized: the host
+#   AdamW bench and the offload checks (3 and 4) alone, no tests
 # Sized from the leases of 2026-11-26 and 11-27 (benchmarks/results/gpu-2026-11-2[67].txt): 15
 # minutes of device time, a start of one to two minutes included, fit the default; the offload
 # checks need a call of their own. On 11-27 `gpu_checks.sh resident` alone (329 s, no tests) and

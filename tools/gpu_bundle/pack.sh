@@ -11,14 +11,17 @@ src="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$src/../.." && pwd)"
 tests=(engine_parity_test pipeline_parity_test engine_offload_test engine_accounting_test device_test adamw_cuda_test nccl_backend_test
   op_profile_test)
-targets=(//tools:train //tools:launcher //tools:plan //benchmarks:adam_bench)
+tools=(tools:train tools:launcher tools:plan benchmarks:adam_bench)  # into OUT/tools
+targets=("${tools[@]/#///}")
 for t in "${tests[@]}"; do targets+=("//tests:$t"); done
 (cd "$root" && "${BAZEL[@]}" build --config=cuda "${targets[@]}")
 bin="$root/bazel-bin"
 rm -rf "$out"
 mkdir -p "$out"/{tests,tools,_solib_k8,lib,data,hardware}
 for t in "${tests[@]}"; do cp -L "$bin/tests/$t" "$out/tests/"; done
-cp -L "$bin/tools/train" "$bin/tools/launcher" "$bin/tools/plan" "$bin/benchmarks/adam_bench" "$out/tools/"
+tool_bins=("${tools[@]/:/\/}")
+tool_bins=("${tool_bins[@]/#/$bin/}")
+cp -L "${tool_bins[@]}" "$out/tools/"
 cp "$root"/scheduler/planner/hardware/{h100-80gb-ib400x8,a100-80gb-ib200x8}.json "$out/hardware/"
 # The newest description measured on a lent H100: gpu_checks.sh oversized predicts from it (that mode
 # has no time to calibrate).
@@ -26,7 +29,7 @@ prior="$(ls "$root"/benchmarks/results/h100-measured-*.json 2>/dev/null | sort |
 [[ -n "$prior" ]] && cp "$prior" "$out/hardware/h100-prior-measured.json"
 # The binaries find the project's shared objects at $ORIGIN/../_solib_k8 (their RUNPATH); the
 # wheel's own libraries (torch, c10, CUDA, NCCL) come from the target machine's torch install.
-for f in "${tests[@]/#/$bin/tests/}" "$bin/tools/train" "$bin/tools/launcher" "$bin/tools/plan" "$bin/benchmarks/adam_bench"; do
+for f in "${tests[@]/#/$bin/tests/}" "${tool_bins[@]}"; do
   ldd "$f" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$lib" in
       */_solib_k8/*) [[ "$lib" == *torch* ]] || cp -Ln "$lib" "$out/_solib_k8/" ;;

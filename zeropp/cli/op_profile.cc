@@ -232,31 +232,32 @@ OpTotals OpProfiler::Stop() {
   const std::set<uint8_t> device_work = {static_cast<uint8_t>(libkineto::ActivityType::CONCURRENT_KERNEL),
                                          static_cast<uint8_t>(libkineto::ActivityType::GPU_MEMCPY),
                                          static_cast<uint8_t>(libkineto::ActivityType::GPU_MEMSET)};
-  // The host operator each kernel was launched from (its correlation id links the two).
+  // One pass: host operators (and, on a GPU, each one's name and input shapes by correlation id),
+  // device work kept aside until every launcher is known.
   std::map<uint64_t, std::string> launcher;
-  if (cuda_) {
-    for (const prof::KinetoEvent& e : result->events()) {
-      if (e.deviceType() != c10::DeviceType::CPU || e.activityType() != cpu_op) continue;
-      std::vector<std::vector<int64_t>> shapes;
-      if (e.hasShapes()) shapes.assign(e.shapes().begin(), e.shapes().end());
-      launcher[e.correlationId()] = OpKey(e.name(), shapes);
-    }
-  }
+  struct Work {
+    std::string name;
+    double seconds;
+    uint64_t launched_by;
+  };
+  std::vector<Work> work;
   for (const prof::KinetoEvent& e : result->events()) {
     if (e.deviceType() == c10::DeviceType::CPU) {
       if (e.activityType() != cpu_op) continue;  // runtime calls (cudaLaunchKernel...), annotations
       const std::string name = e.name();
       std::vector<std::vector<int64_t>> shapes;
       if (e.hasShapes()) shapes.assign(e.shapes().begin(), e.shapes().end());
+      if (cuda_) launcher[e.correlationId()] = OpKey(name, shapes);
       host.push_back({e.startThreadId(), e.startNs(), e.endNs(), name, MatmulFlops(name, shapes), ValuesMoved(shapes)});
     } else if (cuda_ && device_work.count(e.activityType())) {
-      const std::string name = e.name();
-      const OpKind k = ClassifyKernel(name);
-      const double s = static_cast<double>(e.durationNs()) * 1e-9;
-      device[static_cast<int>(k)] += s;
-      const auto by = launcher.find(e.linkedCorrelationId());
-      Tally(kernels, name, k, s, by == launcher.end() ? std::string() : by->second);
+      work.push_back({e.name(), static_cast<double>(e.durationNs()) * 1e-9, e.linkedCorrelationId()});
     }
+  }
+  for (const Work& w : work) {
+    const OpKind k = ClassifyKernel(w.name);
+    device[static_cast<int>(k)] += w.seconds;
+    const auto by = launcher.find(w.launched_by);
+    Tally(kernels, w.name, k, w.seconds, by == launcher.end() ? std::string() : by->second);
   }
   OpTotals t = FoldHostSpans(std::move(host));
   if (cuda_) {
