@@ -14,6 +14,10 @@ tokens/context sequences, byte vocabulary, bf16) and prints, per step, predicted
   RESULT planner-gpu steps_within_10pct=K count reference=N ratio=K/N target=1.0 MET|MISSED
   RESULT planner-gpu mean_abs_error=E fraction reference=0 ratio=E target=0.10 MET|MISSED
 
+and the same two lines as planner-gpu-latest over the last log given alone (the glob's order: the
+newest lease), which measured the runtime as it is now; earlier leases measured earlier runtimes
+(until 2026-11-27's second lease, a step end that spent 9% of a 1.2B step on an fp64 norm).
+
 Nothing is fitted here: the description is whatever the file holds (its "source" says which of
 its numbers came from which measurement).
 
@@ -64,7 +68,7 @@ def main():
     ap.add_argument("--hardware", required=True, help="a description: a name or a path")
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args()
-    errors = []
+    errors, latest = [], []
     print("%-24s %-22s %10s %11s %7s" % ("log:line", "shape", "measured_s", "predicted_s", "ratio"))
     for log in a.logs:
         for run, measured in steps(log):
@@ -79,14 +83,19 @@ def main():
             print("%-24s %-22s %10.4f %11.4f %7.3f" % ("%s:%d" % (log.split("/")[-1], run["line"]), shape, measured,
                                                       predicted, predicted / measured))
             errors.append(abs(predicted / measured - 1))
+            if log == a.logs[-1]:
+                latest.append(errors[-1])
     if not errors:
         sys.exit("planner_gpu: no BENCH step in %s (expected gpu_checks.sh logs)" % " ".join(a.logs))
-    k, n = sum(e <= 0.10 for e in errors), len(errors)
-    mean = sum(errors) / n
-    print("RESULT planner-gpu steps_within_10pct=%d count reference=%d ratio=%.3f target=1.0 %s"
-          % (k, n, k / n, "MET" if k == n else "MISSED"))
-    print("RESULT planner-gpu mean_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.10 %s"
-          % (mean, mean, "MET" if mean <= 0.10 else "MISSED"))
+    for name, errs in (("planner-gpu", errors), ("planner-gpu-latest", latest)):
+        if not errs:
+            continue
+        k, n = sum(e <= 0.10 for e in errs), len(errs)
+        mean = sum(errs) / n
+        print("RESULT %s steps_within_10pct=%d count reference=%d ratio=%.3f target=1.0 %s"
+              % (name, k, n, k / n, "MET" if k == n else "MISSED"))
+        print("RESULT %s mean_abs_error=%.3f fraction reference=0 ratio=%.3f target=0.10 %s"
+              % (name, mean, mean, "MET" if mean <= 0.10 else "MISSED"))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "kernels/adamw_cpu.h"
 #include "kernels/adamw_cuda.h"
 #include "kernels/cast_cuda.h"
+#include "kernels/norm_cuda.h"
 #endif
 
 namespace zeropp {
@@ -152,6 +153,61 @@ TEST(AdamWCudaTest, MultiTensorAndCastsMatchCpu) {
   kernels::CastBf16ToFloat(cb.data(), cf.data(), n);
   EXPECT_EQ(gb, cb);
   EXPECT_EQ(gf, cf);
+#endif
+}
+
+// The gradient norm's sum of squares on the device (fp32 and bf16 input, sizes around the fixed
+// grid's stride) equals the host's fp64 sum to fp64 rounding and is the same bits on a second run;
+// several ranges add into one accumulator.
+TEST(AdamWCudaTest, SumOfSquaresMatchesTheHostAndRepeats) {
+#ifndef ZEROPP_CUDA
+  GTEST_SKIP() << "built without CUDA: build and run with --config=cuda on a machine with a GPU";
+#else
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "no CUDA GPU on this machine: the kernel was compiled and linked, not run";
+  }
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d;
+  const std::vector<int64_t> sizes = {1, 131071, 131072, 131073, (1 << 22) + 5};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  std::vector<float> x(total);
+  for (int64_t i = 0; i < total; ++i) x[i] = d(rng) * std::pow(10.0f, static_cast<float>(i % 7) - 4.0f);
+  std::vector<uint16_t> xb(total);
+  kernels::CastFloatToBf16(x.data(), xb.data(), total);
+  float* dx;
+  uint16_t* dxb;
+  double* acc;
+  void* partials;
+  cudaMalloc(&dx, total * 4);
+  cudaMalloc(&dxb, total * 2);
+  cudaMalloc(&acc, 2 * sizeof(double));
+  cudaMalloc(&partials, kernels::NormPartialsBytes());
+  cudaMemcpy(dx, x.data(), total * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dxb, xb.data(), total * 2, cudaMemcpyHostToDevice);
+  for (bool bf16 : {false, true}) {
+    double host = 0;
+    double got[2];
+    for (int run = 0; run < 2; ++run) {
+      cudaMemset(acc + run, 0, sizeof(double));
+      int64_t at = 0;
+      for (int64_t n : sizes) {
+        if (run == 0) host += bf16 ? kernels::SumOfSquaresBf16(xb.data() + at, n) : kernels::SumOfSquares(x.data() + at, n);
+        const void* src = bf16 ? static_cast<const void*>(dxb + at) : static_cast<const void*>(dx + at);
+        ASSERT_EQ(kernels::LaunchAddSumOfSquaresCuda(src, bf16, n, acc + run, partials, nullptr), 0);
+        at += n;
+      }
+      cudaMemcpy(&got[run], acc + run, sizeof(double), cudaMemcpyDeviceToHost);
+    }
+    std::printf("sum of squares (%s) on the device %.17g, on the host %.17g\n", bf16 ? "bf16" : "fp32", got[0], host);
+    EXPECT_NEAR(got[0], host, 1e-13 * host) << (bf16 ? "bf16" : "fp32");
+    EXPECT_EQ(got[0], got[1]) << "a second run gave other bits";
+  }
+  cudaFree(dx);
+  cudaFree(dxb);
+  cudaFree(acc);
+  cudaFree(partials);
 #endif
 }
 

@@ -53,12 +53,16 @@ TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
   for (int r = 0; r < n; ++r) {
     for (int s = 0; s < c.steps; ++s) {
       EXPECT_NEAR(off[r].losses[s], plain[r].losses[s], 1e-6 * std::abs(plain[r].losses[s])) << "step " << s;
+      // Offloaded gradients are measured on the host in fp64, resident ones on a GPU in fp32.
+      EXPECT_NEAR(off[r].norms[s], plain[r].norms[s], 1e-5 * plain[r].norms[s]) << "gradient norm, step " << s;
     }
     double worst = 0;
+    std::string worst_name;
     for (size_t i = 0; i < plain[r].params.size(); ++i) {
-      worst = std::max(worst, testing::RelErr(off[r].params[i].second, plain[r].params[i].second));
+      const double e = testing::RelErr(off[r].params[i].second, plain[r].params[i].second);
+      if (e > worst) worst = e, worst_name = plain[r].params[i].first;
     }
-    EXPECT_LT(worst, 1e-6) << "rank " << r;
+    EXPECT_LT(worst, 1e-6) << "rank " << r << ", parameter " << worst_name;
     const MemoryStats& m = off[r].memory;
     int64_t expect_nvme = 0;
     if (std::string(t.params) == "nvme") expect_nvme += m.param_shard_bytes + m.master_bytes + m.grad_shard_bytes;

@@ -56,6 +56,15 @@ def main():
         assert "RESULT planner-gpu steps_within_10pct=2 count reference=3 ratio=0.667 target=1.0 MISSED" in p.stdout, p.stdout
         # Mean |error|: (0.024 + 1.048 + 0.024) / 3 = 0.365.
         assert "RESULT planner-gpu mean_abs_error=0.365 fraction" in p.stdout, p.stdout
+        # The last log alone (here the only one) gets the same lines as planner-gpu-latest.
+        assert "RESULT planner-gpu-latest steps_within_10pct=2 count reference=3 ratio=0.667" in p.stdout, p.stdout
+        older = os.path.join(d, "gpu-w.txt")
+        with open(older, "w") as f:
+            f.write(LOG.split("RESULT planner-gpu-sweep")[0])  # its first two steps only
+        p = subprocess.run([sys.executable, TOOL, "--plan", plan, "--hardware", "h", older, log], capture_output=True,
+                           text=True)
+        assert "RESULT planner-gpu steps_within_10pct=3 count reference=5 ratio=0.600" in p.stdout, p.stdout
+        assert "RESULT planner-gpu-latest steps_within_10pct=2 count reference=3 ratio=0.667" in p.stdout, p.stdout
         empty = os.path.join(d, "empty.txt")
         open(empty, "w").close()
         p = subprocess.run([sys.executable, TOOL, "--plan", plan, "--hardware", "h", empty], capture_output=True, text=True)

@@ -72,6 +72,31 @@ TEST(ShardedAdamWTest, Bf16GradientAndFusedShardCopyMatchTheTwoPassForm) {
   EXPECT_TRUE(at::equal(before.narrow(0, 33 * 7, 5), after.narrow(0, 33 * 7, 5)));
 }
 
+// The norm over the trainable ranges only (the frozen entry and the padding excluded), fp32 and
+// bf16, returned (SquaredNorm) and added to an fp64 accumulator on the gradient's device
+// (AddSquaredNorm; on a GPU its kernel is checked against the host sum by adamw_cuda_test); a
+// wrong accumulator is refused.
+TEST(ShardedAdamWTest, NormCountsTheTrainableRangesOnly) {
+  auto u = MakeUnit();
+  const int64_t n = u->flat->padded_numel();
+  at::manual_seed(13);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor grad = (at::randn({n}) * 0.1).to(dtype);
+    double expect = 0;
+    for (int64_t lo : {int64_t{0}, int64_t{33 * 7 + 5}}) {
+      const int64_t len = lo == 0 ? 33 * 7 : 40;
+      expect += grad.narrow(0, lo, len).to(at::kDouble).square().sum().item<double>();
+    }
+    const double host = u->opt.SquaredNorm(0, grad);
+    at::Tensor acc = at::zeros({1}, at::kDouble);
+    u->opt.AddSquaredNorm(0, grad, acc);
+    EXPECT_NEAR(host, expect, 1e-12 * expect) << c10::toString(dtype);
+    EXPECT_NEAR(acc.item<double>(), expect, 1e-12 * expect) << c10::toString(dtype);
+  }
+  at::Tensor wrong = at::zeros({1}, at::kFloat);
+  EXPECT_THROW(u->opt.AddSquaredNorm(0, at::zeros({n}), wrong), std::logic_error);
+}
+
 TEST(ShardedAdamWTest, RefusesAGradientOfTheWrongSizeOrAnOutputOfTheWrongType) {
   auto u = MakeUnit();
   const int64_t n = u->flat->padded_numel();

@@ -35,6 +35,8 @@ TEST(TrainConfigTest, FlagsAndJsonWithOverrides) {
   EXPECT_TRUE(c.trainer.engine.recompute);
   EXPECT_FLOAT_EQ(c.trainer.engine.adamw.lr, 0.01f);
   EXPECT_EQ(c.trainer.layout.zero, 2);
+  EXPECT_EQ(c.trainer.engine.host_threads, 0);  // train resolves it (the cores over the local ranks on a GPU)
+  EXPECT_EQ(TrainConfig::Parse({"--host-threads", "12"}).trainer.engine.host_threads, 12);
 }
 
 // The host-memory estimate counts what lives on the host: on a CPU the whole training state and
@@ -77,6 +79,7 @@ TEST(TrainConfigTest, RefusalsNameFieldValueAndExpectation) {
   EXPECT_EQ(ErrorOf({"--dp-mode", "zero3"}), "dp_mode: got 'zero3', expected one of: dp, zero1");
   EXPECT_NE(ErrorOf({"--config", "/nonexistent.json"}).find("--config: cannot read '/nonexistent.json'"), std::string::npos);
   EXPECT_EQ(ErrorOf({"--lr"}), "--lr: missing value");
+  EXPECT_EQ(ErrorOf({"--host-threads", "0"}), "host-threads: got '0', expected an integer in [1, 2147483647]");
 }
 
 }  // namespace

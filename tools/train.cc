@@ -12,6 +12,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <csignal>
 #include <chrono>
@@ -140,6 +142,14 @@ int Main(int argc, char** argv) {
   if (lead && !cfg.save_dir.empty()) cli::CheckCreatableDir("save-dir", cfg.save_dir);
   cfg.CheckMemoryEstimate(env.local_world_size);
   at::set_num_threads(cfg.threads);
+  if (cfg.trainer.engine.host_threads == 0 && cfg.trainer.device == "cuda") {
+    // On a GPU the intra-op threads hardly matter, the host AdamW of an offloaded optimizer does:
+    // by default it gets this process's cores over the node's ranks (DeepSpeed's CPU Adam takes
+    // every OpenMP thread). A CPU run keeps --threads: its ranks share the cores with compute.
+    cpu_set_t mask;
+    const int cores = sched_getaffinity(0, sizeof(mask), &mask) == 0 ? CPU_COUNT(&mask) : 1;
+    cfg.trainer.engine.host_threads = std::max(1, cores / std::max(1, env.local_world_size));
+  }
   // Before the model exists, so that the tensor counters (HostBlockCacheStats) see all of it.
   if (cfg.trainer.tune_host_allocator) TuneHostAllocator();
 
@@ -184,6 +194,10 @@ int Main(int argc, char** argv) {
                 (long long)microbatches, to.pipeline.unit_size, (long long)tokens_per_step, cfg.data_dir.c_str(),
                 (long long)corpus.size());
     if (to.layout.pp == 1) std::printf("%s", trainer->ScheduleText().c_str());
+    if (to.engine.offload.optimizer != OffloadTarget::kNone || to.engine.offload.params != OffloadTarget::kNone) {
+      std::printf("offload: host AdamW and norm on %d threads (--host-threads)\n",
+                  to.engine.host_threads > 0 ? to.engine.host_threads : cfg.threads);
+    }
     std::fflush(stdout);
   }
   // --mfu: every rank measures its matrix-multiply throughput at once (the machine as busy as in

@@ -150,6 +150,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args, std::vector
       {"host-budget-mb", {false, [&](const std::string& v) { e.offload.host_budget_bytes = i64("host-budget-mb", v, 1) << 20; }}},
       {"memory-budget-mb", {false, [&](const std::string& v) { e.memory_budget_bytes = i64("memory-budget-mb", v, 0) << 20; }}},
       {"threads", {false, [&](const std::string& v) { c.threads = i32("threads", v, 1); }}},
+      {"host-threads", {false, [&](const std::string& v) { e.host_threads = i32("host-threads", v, 1); }}},
       {"trace", {false, [&](const std::string& v) { c.trace = path("trace", v); }}},
       {"metrics", {false, [&](const std::string& v) { c.metrics = path("metrics", v); }}},
       {"save-dir", {false, [&](const std::string& v) { c.save_dir = path("save-dir", v); }}},

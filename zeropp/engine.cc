@@ -50,10 +50,12 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> model, ProcessGroups& groups, 
     : groups_(groups),
       options_(std::move(options)),
       owned_(std::move(owned)),
-      // The host AdamW uses the rank's intra-op threads (./zpp train --threads): on a GPU with the
-      // optimizer offloaded it was the whole step on one thread (18 s for 5.4B parameters on an
-      // H100's host). Elementwise in blocks: the same bits at any thread count.
-      optimizer_(options_.adamw, at::get_num_threads()) {
+      // The host AdamW uses host_threads (./zpp train --host-threads; by default there, on a GPU,
+      // the process's cores over its local ranks), else the rank's intra-op threads: on a GPU with
+      // the optimizer offloaded, one thread made it the whole step (6 s for 5.4B parameters on a
+      // lent H100's host, benchmarks/results/gpu-2026-11-27b.txt). Elementwise in blocks: the same
+      // bits at any thread count.
+      optimizer_(options_.adamw, options_.host_threads > 0 ? options_.host_threads : at::get_num_threads()) {
   const std::string where = Where();
   if (!model) throw std::invalid_argument(where + " Engine: model is null");
   seq_ = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model);

@@ -36,6 +36,7 @@ std::string EngineOptions::Validate() const {
   if (reduce_dtype != at::kFloat && reduce_dtype != at::kBFloat16) {
     p.push_back(absl::StrCat("reduce_dtype(", c10::toString(reduce_dtype), ") must be float32 or bfloat16"));
   }
+  if (host_threads < 0) p.push_back(absl::StrCat("host_threads(", host_threads, ") must be >= 0 (0 = intra-op threads)"));
   if (max_grad_norm < 0) p.push_back(absl::StrCat("max_grad_norm(", max_grad_norm, ") must be >= 0"));
   if (!(adamw.lr >= 0)) p.push_back(absl::StrCat("adamw.lr(", adamw.lr, ") must be >= 0"));
   if (!(adamw.beta1 >= 0 && adamw.beta1 < 1)) p.push_back(absl::StrCat("adamw.beta1(", adamw.beta1, ") must be in [0, 1)"));

@@ -68,6 +68,9 @@ struct EngineOptions {
   // (the whole model in param dtype) for the duration of the step.
   bool no_sync = false;
   double max_grad_norm = 0.0;       // 0 = no clipping
+  // Threads of the host AdamW and of the norm over host-resident gradients (offloaded optimizer or
+  // parameters, or a CPU run): 0 = the rank's intra-op threads (at::get_num_threads()).
+  int host_threads = 0;
   kernels::AdamWHyper adamw;        // lr, betas, eps, weight_decay (step is the engine's)
   OffloadOptions offload;
   // > 0: refuse, before training, a plan whose estimated peak memory exceeds this many bytes, and

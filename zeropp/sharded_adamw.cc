@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/record_function.h>
 #include <ATen/ops/zeros.h>
 
@@ -11,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/adamw_cuda.h"
+#include "kernels/norm_cuda.h"
 #endif
 
 namespace zeropp {
@@ -96,12 +96,33 @@ double ShardedAdamW::SquaredNorm(size_t i, const at::Tensor& owned_grad) const {
 }
 
 void ShardedAdamW::AddSquaredNorm(size_t i, const at::Tensor& owned_grad, at::Tensor& acc) const {
-  const Unit& u = units_[i];
-  for (const auto& r : u.norm_ranges) {
-    at::Tensor norm = at::linalg_vector_norm(owned_grad.narrow(0, r.first - u.own_begin, r.second - r.first), 2,
-                                             c10::nullopt, /*keepdim=*/false, at::kFloat);
-    acc.add_(norm.to(at::kDouble).square());
+  const bool bf16 = owned_grad.scalar_type() == at::kBFloat16;
+  if (!(bf16 || owned_grad.scalar_type() == at::kFloat) || !owned_grad.is_contiguous() ||
+      acc.scalar_type() != at::kDouble || acc.numel() != 1 || acc.device() != owned_grad.device()) {
+    throw std::logic_error("ShardedAdamW::AddSquaredNorm: unit " + std::to_string(i) + " expects a contiguous fp32 or "
+                           "bf16 gradient and one fp64 accumulator on its device, got " +
+                           std::string(c10::toString(owned_grad.scalar_type())) + " on " + owned_grad.device().str() +
+                           " and " + c10::toString(acc.scalar_type()) + " on " + acc.device().str());
   }
+  if (owned_grad.is_cpu()) {
+    acc.add_(SquaredNorm(i, owned_grad));
+    return;
+  }
+#ifdef ZEROPP_CUDA
+  const Unit& u = units_[i];
+  at::Tensor partials = at::empty({kernels::NormPartialsBytes()}, owned_grad.options().dtype(at::kByte));
+  void* stream = c10::cuda::getCurrentCUDAStream(owned_grad.device().index()).stream();
+  const int64_t elem = bf16 ? 2 : 4;
+  for (const auto& r : u.norm_ranges) {
+    const char* x = static_cast<const char*>(owned_grad.data_ptr()) + (r.first - u.own_begin) * elem;
+    const int err = kernels::LaunchAddSumOfSquaresCuda(x, bf16, r.second - r.first, acc.data_ptr<double>(),
+                                                       partials.data_ptr(), stream);
+    if (err != 0) throw std::runtime_error("gradient norm CUDA kernel launch failed: cudaError " + std::to_string(err));
+  }
+#else
+  throw std::invalid_argument("ShardedAdamW: a gradient on " + owned_grad.device().str() +
+                              ", but this binary was built without CUDA (--config=cuda)");
+#endif
 }
 
 void ShardedAdamW::Prefetch(size_t i) {

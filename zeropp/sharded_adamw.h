@@ -43,11 +43,12 @@ class ShardedAdamW {
   // Sum of squares of the trainable owned gradient elements of unit i (a contiguous fp32 or bf16
   // owned gradient on the host, read as it is), accumulated in fp64.
   double SquaredNorm(size_t i, const at::Tensor& owned_grad) const;
-  // The same on a GPU, added to `acc` (a one-element fp64 tensor there) without a host read, so
-  // that a step reads the norm once: one fused reduction per range over the gradient as it is
-  // (bf16 or fp32, accumulated in fp32 by the reduction), squared and summed in fp64. Converting
-  // the gradient to fp64 first cost three passes over it, 9% of a 1.2B GPT's step on an H100
-  // (benchmarks/results/gpu-2026-11-27.txt, the op profile's pow and fp64 sum kernels).
+  // The same added to `acc` (a one-element fp64 tensor on the gradient's device) without a host
+  // read, so that a step reads the norm once. On a GPU one pass per range over the gradient as it
+  // is (bf16 or fp32), accumulated in fp64 in a fixed order (kernels/norm_cuda.h): the host's sum
+  // to fp64 rounding, so an offloaded unit gets the same clipping factor. (Converting the gradient
+  // to fp64 first cost three passes over it, 9% of a 1.2B GPT's step on an H100, gpu-2026-11-27.txt;
+  // ATen's fp32 norm, which replaced it, was off in the last bits, gpu-2026-11-27b.txt.)
   void AddSquaredNorm(size_t i, const at::Tensor& owned_grad, at::Tensor& acc) const;
   void BeginStep() { ++step_; }
   void Prefetch(size_t i);

@@ -81,7 +81,12 @@ if [[ -n "$desc" && "$quick" != oversized ]]; then
   "$PY" "$here/gpu_calibrate.py" --base "$desc" --out "$measured" ${quick:+--quick} ||
     { echo "error: gpu_calibrate.py failed"; rm -f "$measured"; }
 fi
-threads="$(nproc)"
+# The machine's cores: nproc honours OMP_NUM_THREADS, which env.sh sets to 1 (one intra-op thread
+# per rank), so until 2026-11-27's second lease every run here passed --threads 1 and the offloaded
+# runs' host AdamW ran on one of 16 cores (benchmarks/results/gpu-2026-11-27b.txt). Training runs
+# now keep one intra-op thread and let train give the host AdamW its default (the cores over the
+# local ranks); the host AdamW bench gets every core.
+cores="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --device cuda --data-dir "$here/data" --log-every 1 "$@"; }
 # The host's issue time per layer (layer_dispatch_us of the measured description): a step of 128
 # tokens through the 1.2B model of check 2, too small to keep the GPU busy, so its forward and
@@ -90,7 +95,7 @@ train() { "$here/tools/launcher" --nproc-per-node 1 -- "$here/tools/train" --dev
 if [[ -f "$measured" && -z "$quick" ]]; then
   section layer-dispatch
   out="$(train --width 2048 --depth 24 --heads 16 --context 128 --micro-batch 1 --steps 12 --bench-warmup 4 \
-    --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1 </dev/null)"
+    --param-dtype bf16 --reduce-dtype bf16 2>&1 </dev/null)"
   grep -E 'BENCH|DONE|rror' <<<"$out"
   step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
   opt="$("$here/tools/plan" --predict --hardware "$measured" --gpus 1 --hidden 2048 --layers 24 --heads 16 --seq 128 \
@@ -137,7 +142,7 @@ PY
 fi
 if [[ "$quick" != oversized ]]; then
   section train-1.2b
-  out="$(train "${big[@]}" --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" 2>&1)"; echo "$out"
+  out="$(train "${big[@]}" --param-dtype bf16 --reduce-dtype bf16 2>&1)"; echo "$out"
   gf="$(grep -oP 'model_gflops=\K[0-9.]+' <<<"$out" | tail -1)"
   [[ -n "$gf" ]] && "$PY" -c "g=$gf/1000; t=$tflops; print(f'RESULT gpu-train model_tflops={g:.1f} TFLOP/s reference={t} ratio={g/t:.3f} target=0.4 ' + ('MET' if g/t >= 0.4 else 'MISSED'))"
   step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
@@ -152,7 +157,7 @@ if [[ "$quick" != oversized ]]; then
     section op-profile
     read -r pw pd ph pc pm <<<"$([[ "$quick" == quick ]] && echo 512 4 8 256 4 || echo 2048 24 16 1024 8)"
     out="$(train --width "$pw" --depth "$pd" --heads "$ph" --context "$pc" --micro-batch "$pm" --steps 4 \
-      --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" --profile --profile-ops 2>&1)"
+      --param-dtype bf16 --reduce-dtype bf16 --profile --profile-ops 2>&1)"
     grep -E 'OPS|PROFILE|DONE|rror' <<<"$out"
     for d in "$desc" "$measured"; do
       [[ -f "$d" ]] || continue
@@ -169,7 +174,7 @@ if [[ -n "$desc" && -z "$quick" ]]; then
   while read -r w d h s mb rc; do
     name="planner-gpu-sweep-w$w-l$d-s$s-b$mb${rc:+-rc}"
     out="$(train --width "$w" --depth "$d" --heads "$h" --context "$s" --micro-batch "$mb" --steps 12 --bench-warmup 4 \
-      --param-dtype bf16 --reduce-dtype bf16 --threads "$threads" ${rc:+--recompute} 2>&1 </dev/null)"
+      --param-dtype bf16 --reduce-dtype bf16 ${rc:+--recompute} 2>&1 </dev/null)"
     grep -E 'zeropp train:|recompute:|BENCH|DONE|rror' <<<"$out"
     step="$(grep -oP 'step_s_mean=\K[0-9.]+' <<<"$out" | tail -1)"
     [[ -n "$step" ]] && planner_check "$name" "$step" --hidden "$w" --layers "$d" --heads "$h" --seq "$s" --vocab 256 \
@@ -192,10 +197,10 @@ section host-adamw
 # Also at 2^26 parameters, the size gpu_calibrate.py times torch's fused AdamW at.
 for n in $([[ "$quick" == quick ]] && echo $((1 << 22)) || echo $((1 << 26)) $((12 * 4096 * 4096))); do
   echo "host AdamW over $n parameters:"
-  "$here/tools/adam_bench" "$n" 5 "$threads" | grep -E 'ZPP|rror'
+  "$here/tools/adam_bench" "$n" 5 "$cores" | grep -E 'ZPP|rror'
 done
 section oversized
-out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu --threads "$threads" \
+out="$(train "${huge[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu \
   --profile 2>&1)"
 echo "$out"
 step="$(grep -oP 'PROFILE .*step_s=\K[0-9.]+' <<<"$out" | tail -1)"
@@ -209,7 +214,7 @@ fi
 section params-offload
 out="$(train --width "$width" --depth "$pdepth" --heads "$heads" --context "$context" --micro-batch 2 --steps 3 \
   --host-budget-mb "$pbudget_mb" --lr 1e-5 --param-dtype bf16 --reduce-dtype bf16 --recompute --offload-optimizer cpu \
-  --offload-params cpu --threads "$threads" --profile 2>&1)"
+  --offload-params cpu --profile 2>&1)"
 echo "$out"
 step="$(grep -oP 'PROFILE .*step_s=\K[0-9.]+' <<<"$out" | tail -1)"
 if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
