@@ -23,7 +23,7 @@
 # Timings on a lent H100 (2026-11-26): 1 + calibration + 2 + 2b + 5 took 431 s; check 3 alone
 # outlasted 200 s (allocating and pinning ~73 GB of host memory, then 5 offloaded steps). On
 # 2026-11-27: resident 329 s (the layer-dispatch step included), oversized 369 s (check 3 198 s,
-# check 4 154 s).
+# check 4 154 s). On 2026-11-27b: resident about 380 s (after 30 s of CUDA tests), oversized 392 s.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh" || exit 2
