@@ -238,15 +238,21 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload opti
   const double io_per_param = (optimizer_nvme ? 2 * 8.0 : 0.0) + (params_nvme ? params_io : 0.0);
   const double io = params * io_per_param / hw.nvme_bytes_per_s;
   if (hw.shared_compute_units > 0) return std::max(OptimizerSeconds(hw, params) * cpu_share, io);
+  // With the parameters resident on the device, zeropp's staging (zeropp/host_staging.h) moves each
+  // unit's gradient down and its updated compute shard up in the compute dtype (bf16 as bf16), on
+  // the copy stream while the CPU updates the unit before (down) and after (up) it; the two
+  // directions use separate copy engines. The transfers also pass through host memory, beside the
+  // update's own traffic. (Until 397a094 fp32 went both ways, after the update.)
+  const double staged = params_tier == Offload::kNone ? hw.value_bytes : 0.0;
+  const double pcie = params * staged / hw.pcie_bytes_per_s;
   // The node's CPU updates every offloading device's shard: memory-bound, or bound by the measured
   // AdamW rate of its cores where the description has one, whichever is slower.
   const double node_params = params * std::max(1, devices_on_node);
-  double cpu = node_params * AdamBytesPerParam(hw) / hw.host_bytes_per_s;
+  double cpu = node_params * (AdamBytesPerParam(hw) + 2 * staged) / hw.host_bytes_per_s;
   if (hw.host_adamw_params_per_s > 0) cpu = std::max(cpu, node_params / hw.host_adamw_params_per_s);
-  // zeropp's staging (zeropp/host_staging.h) moves fp32 both ways: the gradient is cast on the device
-  // before it goes down, the updated master goes up whole and is cast there.
-  const double pcie = params_tier != Offload::kNone ? 0.0 : 2 * params * 4.0 / hw.pcie_bytes_per_s;
-  return pcie + std::max(cpu, io);
+  // Pipelined unit by unit: the slowest of the three streams sets the pace (the first unit's copy
+  // down and the last one's up, a unit's worth each, are left out).
+  return std::max({pcie, cpu, io});
 }
 
 }  // namespace planner

@@ -105,14 +105,15 @@ ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeO
 // has one, else memory-bound, bytes per parameter for the compute dtype (bf16: fp32 master,
 // moments and gradient read, bf16 copy written).
 double OptimizerSeconds(const Hardware& hw, double params);
-// The same step with master and moments offloaded (zeropp's engine, ZeRO-Offload), serially as the
-// engine's step runs it: the gradient shard down over PCIe and the updated master up, fp32 both ways
-// as zeropp stages them (zeropp/host_staging.h); between them AdamW on the CPU at the node's host
-// memory bandwidth shared by the node's `devices_on_node` offloading devices (the bytes above), or
-// at host.adamw_mparams_per_s for the node's parameters where that is slower. With the parameters
+// The same step with master and moments offloaded (zeropp's engine, ZeRO-Offload), pipelined unit
+// by unit as the engine's step runs it, so the slowest stream counts: the gradient shard down over
+// PCIe and the updated compute shard up, in the compute dtype, each direction on its own copy engine
+// (zeropp/host_staging.h); AdamW on the CPU at the node's host memory bandwidth shared by the node's
+// `devices_on_node` offloading devices (the bytes above plus the two copies'), or at
+// host.adamw_mparams_per_s for the node's parameters where that is slower. With the parameters
 // offloaded too (`params_tier`: ZeRO-Infinity) the gradient shard is already on the host and the
 // updated shard stays there: no transfer. NVMe (hw.nvme, per device), streamed unit by unit beside
-// the CPU's update so the longer of the two counts: the moments read and written back (optimizer
+// the CPU's update: the moments read and written back (optimizer
 // on nvme; the master stays in host memory, as the engine keeps it), and with the parameters on
 // nvme their master read and written, the gradient shard read twice (the clipping norm's pass and
 // the update) and in bf16 the compute shard written (14 B per parameter in bf16, 16 B in fp32,
