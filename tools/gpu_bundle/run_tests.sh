@@ -2,13 +2,20 @@
 # The CUDA cases of zeropp's test suite, from the GPU bundle (./zpp gpu-bundle OUT): runs on any
 # x86-64 machine with an NVIDIA driver and the PyTorch 2.11 wheel (its libraries are found through
 # `python3 -c 'import torch'`); no Bazel, no network. Prints "N passed, N failed" at the end.
-#   ./run_tests.sh [gtest filter]      default: every CUDA case
+#   ./run_tests.sh [gtest filter [TEST_BINARY...]]   default: every CUDA case of every test binary
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh" || exit 2
 filter="${1:-*cuda*:*Cuda*:*Nccl*}"
+shift $(($# > 0 ? 1 : 0))
+binaries=()
+for b in "$@"; do
+  [[ -x "$here/tests/$b" ]] || { echo "error: run_tests.sh: no test binary '$b' in $here/tests"; exit 2; }
+  binaries+=("$here/tests/$b")
+done
+[[ ${#binaries[@]} -gt 0 ]] || binaries=("$here"/tests/*)
 passed=0 failed=0 skipped=0
-for t in "$here"/tests/*; do
+for t in "${binaries[@]}"; do
   name="$(basename "$t")"
   out="$(cd "$here" && "$t" --gtest_filter="$filter" 2>&1)"; rc=$?
   p=$(grep -oP '^\[  PASSED  \] \K[0-9]+' <<<"$out" | tail -1)
