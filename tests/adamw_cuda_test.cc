@@ -163,15 +163,16 @@ TEST(AdamWCudaTest, MultiTensorAndCastsMatchCpu) {
 }
 
 // The gradient norm's sum of squares on the device (fp32 and bf16 input, sizes around the fixed
-// grid's stride) equals the host's fp64 sum to fp64 rounding and is the same bits on a second run;
-// several ranges add into one accumulator.
+// grid's stride and its four-load step) equals the host's fp64 sum to fp64 rounding and is the
+// same bits on a second run; several ranges add into one accumulator.
 TEST(AdamWCudaTest, SumOfSquaresMatchesTheHostAndRepeats) {
   const std::string no_gpu = NoGpuReason();
   if (!no_gpu.empty()) GTEST_SKIP() << no_gpu;
 #ifdef ZEROPP_CUDA
   std::mt19937 rng(2);
   std::normal_distribution<float> d;
-  const std::vector<int64_t> sizes = {1, 131071, 131072, 131073, (1 << 22) + 5};
+  const int64_t stride = 2048 * 256;  // the kernel's grid, times four loads a thread
+  const std::vector<int64_t> sizes = {1, stride - 1, stride, stride + 1, 4 * stride - 1, 4 * stride + 3, (1 << 22) + 5};
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
   std::vector<float> x(total);
