@@ -112,10 +112,9 @@ void ShardedAdamW::AddSquaredNorm(size_t i, const at::Tensor& owned_grad, at::Te
   const Unit& u = units_[i];
   at::Tensor partials = at::empty({kernels::NormPartialsBytes()}, owned_grad.options().dtype(at::kByte));
   void* stream = c10::cuda::getCurrentCUDAStream(owned_grad.device().index()).stream();
-  const int64_t elem = bf16 ? 2 : 4;
   for (const auto& r : u.norm_ranges) {
-    const char* x = static_cast<const char*>(owned_grad.data_ptr()) + (r.first - u.own_begin) * elem;
-    const int err = kernels::LaunchAddSumOfSquaresCuda(x, bf16, r.second - r.first, acc.data_ptr<double>(),
+    const at::Tensor x = owned_grad.narrow(0, r.first - u.own_begin, r.second - r.first);
+    const int err = kernels::LaunchAddSumOfSquaresCuda(x.data_ptr(), bf16, x.numel(), acc.data_ptr<double>(),
                                                        partials.data_ptr(), stream);
     if (err != 0) throw std::runtime_error("gradient norm CUDA kernel launch failed: cudaError " + std::to_string(err));
   }
