@@ -1,5 +1,6 @@
 // Offloaded training equals non-offloaded training (same kernels) to 1e-6 relative over 10 steps,
-// for every offload target on 1 and 2 ranks; offload files vanish with the engine; an unusable
+// for every offload target on 1 and 2 ZeRO ranks and on 2 ZeRO-1 replicas (whose re-assembly of
+// the updated shards reads what the offloaded update wrote: on a GPU, after its copy back); offload files vanish with the engine; an unusable
 // offload directory and an impossible memory budget are refused before training.
 #include <dirent.h>
 #include <sys/stat.h>
@@ -27,24 +28,30 @@ struct Target {
   const char* params;
 };
 
-class EngineOffloadTest : public ::testing::TestWithParam<std::tuple<Target, int, std::string>> {};
+struct Layout {
+  const char* name;
+  ParallelConfig cfg;
+};
+
+class EngineOffloadTest : public ::testing::TestWithParam<std::tuple<Target, Layout, std::string>> {};
 
 TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
   const Target t = std::get<0>(GetParam());
-  const int n = std::get<1>(GetParam());
+  const Layout layout = std::get<1>(GetParam());
+  const int n = layout.cfg.WorldSize();
   const std::string skip = testing::SkipReason(std::get<2>(GetParam()));
   if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
   testing::ParityCase c;
   c.device = std::get<2>(GetParam());
   c.n = n;
-  c.cfg = {1, n, 1, DpMode::kDp};
+  c.cfg = layout.cfg;
   c.model = testing::ModelKind::kGpt;
   c.options = testing::BaseOptions();
   c.options.max_grad_norm = 0.5;
   c.micro = 2;
   c.steps = 10;
   auto plain = testing::RunZeropp(c);
-  const std::string dir = TestDir(std::string("offload_") + t.name + "_" + std::to_string(n));
+  const std::string dir = TestDir(std::string("offload_") + t.name + "_" + layout.name);
   c.options.offload.optimizer = ParseOffloadTarget("optimizer", t.optimizer);
   c.options.offload.params = ParseOffloadTarget("params", t.params);
   c.options.offload.dir = dir;
@@ -73,8 +80,8 @@ TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
       EXPECT_GT(m.io.bytes_read, 0);
     }
     if (r == 0) {
-      std::printf("%s on %d rank(s): worst parameter rel err %.2e, read %lld B, written %lld B, waited %lld us\n",
-                  t.name, n, worst, (long long)m.io.bytes_read, (long long)m.io.bytes_written, (long long)m.io.wait_us);
+      std::printf("%s on %s: worst parameter rel err %.2e, read %lld B, written %lld B, waited %lld us\n",
+                  t.name, layout.name, worst, (long long)m.io.bytes_read, (long long)m.io.bytes_written, (long long)m.io.wait_us);
     }
   }
   EXPECT_EQ(FilesIn(dir), 0) << "offload files left in " << dir;
@@ -86,10 +93,13 @@ INSTANTIATE_TEST_SUITE_P(Targets, EngineOffloadTest,
                                                               Target{"params_cpu", "none", "cpu"},
                                                               Target{"params_nvme", "none", "nvme"},
                                                               Target{"all_nvme", "nvme", "nvme"}),
-                                            ::testing::Values(1, 2), ::testing::ValuesIn(testing::Devices())),
+                                            ::testing::Values(Layout{"n1", {1, 1, 1, DpMode::kDp}},
+                                                              Layout{"n2", {1, 2, 1, DpMode::kDp}},
+                                                              Layout{"dp2_zero1", {1, 1, 2, DpMode::kZero1}}),
+                                            ::testing::ValuesIn(testing::Devices())),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param).name) + "_n" + std::to_string(std::get<1>(info.param)) +
-                                  "_" + std::get<2>(info.param);
+                           return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param).name + "_" +
+                                  std::get<2>(info.param);
                          });
 
 TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {

@@ -530,6 +530,8 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
         shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
       }
       if (zero1) {
+        // The put above runs on the copy stream: the gather's clone (compute stream) reads after it.
+        if (staging) staging->ComputeAfterPuts();
         CountedWait(dp.AllGather(shard, shard.narrow(0, b, n).clone()));
         master.copy_(shard);
       }

@@ -68,6 +68,8 @@ void HostStaging::PutFrom(int64_t k, const at::Tensor& dst) {
   put_ = put_done_[slot];
 }
 
+void HostStaging::ComputeAfterPuts() const { put_.Block(); }
+
 void HostStaging::Finish() {
   put_.Block();
   put_.Synchronize();

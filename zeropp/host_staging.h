@@ -45,6 +45,9 @@ class HostStaging {
   at::Tensor PutBuffer(int64_t k, int64_t numel);
   // Copies PutBuffer(k)'s first dst.numel() values into device bf16 `dst` on the copy stream.
   void PutFrom(int64_t k, const at::Tensor& dst);
+  // The calling thread's current (compute) stream waits for every put so far; the host does not.
+  // Whatever reads an updated shard on the device before Finish (ZeRO-1's all-gather) needs it.
+  void ComputeAfterPuts() const;
   // The compute stream waits for every put; the host waits for the last (the masters and the put
   // buffers are then free to change).
   void Finish();
