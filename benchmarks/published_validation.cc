@@ -94,6 +94,14 @@ int main(int argc, char** argv) {
         l.recompute = lj.value("recompute", false);
         l.zero1 = lj.value("zero1", false);
         l.reduce_fp32 = lj.value("reduce_fp32", false);
+        // The executor's gradient accumulation (Layout::grad_accumulation): fused (the default) or
+        // autograd.
+        const std::string accumulation = lj.value("grad_accumulation", std::string("fused"));
+        if (accumulation != "fused" && accumulation != "autograd") {
+          throw std::invalid_argument(m.name + ": layout.grad_accumulation is '" + accumulation +
+                                      "', expected fused or autograd");
+        }
+        if (accumulation == "autograd") l.grad_accumulation = Layout::GradAccumulation::kAutograd;
         const int batch = c.at("global_batch");
         double measured;
         if (c.contains("iteration_s")) {

@@ -164,6 +164,30 @@ TEST(Planner, DeepSpeedSendsATensorParallelSliceAndRegathersIt) {
   EXPECT_GE(ds.step_s, one_f_one_b.step_s + 2 * 32 * regather * (1 - 1e-9));
 }
 
+// Gradient accumulation outside the GEMM (Layout::grad_accumulation autograd, 2021's Megatron-LM and
+// DeepSpeed): one stage of tp 2, 32 micro-batches in a row, so the step grows by exactly the adds
+// of micro-batches 2..32: each reads the accumulated and the new 16-bit gradient of the rank's
+// half of the parameters and writes the sum, at the description's element-wise bandwidth.
+TEST(Planner, AutogradAccumulationAddsSixBytesAParameterFromTheSecondMicroBatch) {
+  const ModelShape m = Small();
+  const Hardware h = Toy();
+  Layout l;
+  l.design = Design::k3D;
+  l.tp = 2, l.pp = 1, l.dp = 1;
+  const Prediction fused = Predict(m, l, h, 32);
+  l.grad_accumulation = Layout::GradAccumulation::kAutograd;
+  const Prediction autograd = Predict(m, l, h, 32);
+  EXPECT_EQ(autograd.layout.Name(), "3d_1f1b_tp2_pp1_dp1_b1_gaut");
+  const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
+  ASSERT_EQ(chunks.size(), 1u);
+  const double adds = 31 * chunks[0].params / 2 * 6 / h.ElementwiseBytesPerSecond() * h.compute_overhead;
+  EXPECT_GT(adds, 0);
+  EXPECT_NEAR(autograd.step_s - fused.step_s, adds, 1e-9 * fused.step_s);
+  Layout z = Zero3Over4();
+  z.grad_accumulation = Layout::GradAccumulation::kAutograd;
+  EXPECT_NE(z.Check(m, 4, 4, 32).find("grad_accumulation(autograd) is a 3D executor's option"), std::string::npos);
+}
+
 // A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a
 // whole core), tensor-parallel collectives are blocking waits on the oversubscribed intra-node link
 // (2 forward all-reduces per layer, by hand), and prefetched ZeRO gathers keep the unloaded link.

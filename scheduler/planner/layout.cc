@@ -47,6 +47,7 @@ std::string Layout::Name() const {
   if (zero1 && dp > 1) absl::StrAppend(&n, "_zero1");
   if (recompute) absl::StrAppend(&n, "_rc");
   if (reduce_fp32) absl::StrAppend(&n, "_rf32");
+  if (grad_accumulation == GradAccumulation::kAutograd) absl::StrAppend(&n, "_gaut");
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
   if (params_offload != Offload::kNone) absl::StrAppend(&n, "_poff", OffloadName(params_offload));
   if (activations_offload != Offload::kNone) absl::StrAppend(&n, "_aoff", OffloadName(activations_offload));
@@ -96,6 +97,9 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
   }
   if (reduce_fp32 && design == Design::k3D) {
     return "reduce_fp32 is a ZeRO design's option (3D reduces its fp32 main gradients already)";
+  }
+  if (grad_accumulation != GradAccumulation::kFused && design != Design::k3D) {
+    return "grad_accumulation(autograd) is a 3D executor's option (the ZeRO designs accumulate as zeropp's engine does)";
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";

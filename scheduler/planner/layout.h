@@ -49,6 +49,14 @@ struct Layout {
   // (FSDP's MixedPrecisionPolicy(reduce_dtype=float32), torchtitan's default); false: reduced in
   // the compute dtype, as zeropp's engine does. 3D reduces its fp32 main gradients regardless.
   bool reduce_fp32 = false;
+  // 3D only: how the backward accumulates each micro-batch's weight gradients. kFused: the weight-
+  // gradient GEMM adds into the fp32 main gradient itself (Megatron-LM's gradient_accumulation_fusion,
+  // the default since 2022-02; the planner's own 3D). kAutograd: the GEMM writes a new 16-bit tensor
+  // and PyTorch's AccumulateGrad adds it into the parameter's .grad from the second micro-batch on
+  // (read both, write the sum: 6 bytes a parameter), as Megatron-LM of 2021 with fp16 and DeepSpeed's
+  // pipeline engine of 2021 did; memory-bound work in each W. Only published cases set it.
+  enum class GradAccumulation { kFused, kAutograd };
+  GradAccumulation grad_accumulation = GradAccumulation::kFused;
   Offload offload = Offload::kNone;  // optimizer state and fp32 master (not 3D)
   // The parameters themselves (ZeRO-Infinity; zeropp's offload.params): the compute shard, the
   // fp32 master and the gradient shard live off the device, each gather first brings the rank's

@@ -126,7 +126,9 @@ scheduler::Link SameNodeTransferLink(const Hardware& hw, const Hardware& blockin
   return l;
 }
 
-CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
+// `micro_batches`: per step (0: unknown, every micro-batch counted alike).
+CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box,
+                         int micro_batches = 0) {
   const int g = hw.devices_per_node;
   const Hardware blocking = BlockingLinks(hw, devices_on_box);
   // Each action is costed at a whole compute unit; on a CPU box whose ranks outnumber its cores
@@ -168,6 +170,17 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   last.backward_weight_s += head.backward_weight_s;
   last.forward_wait_s += head.tp_forward_s;
   last.backward_input_wait_s += head.tp_comm_s - head.tp_forward_s;
+  // Gradient accumulation outside the weight-gradient GEMM (Layout::grad_accumulation): each chunk's
+  // parameters (its tensor-parallel share) read twice and written once in 16 bits, from the second
+  // micro-batch on; the simulator's W is the same for every micro-batch, so each carries the
+  // average, (m - 1) / m of it.
+  if (l.grad_accumulation == Layout::GradAccumulation::kAutograd) {
+    const double later = micro_batches > 0 ? static_cast<double>(micro_batches - 1) / micro_batches : 1.0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      c.virtual_stage_extra[i].backward_weight_s +=
+          later * chunks[i].params / l.tp * 3 * 2.0 / hw.ElementwiseBytesPerSecond() * co.compute_scale;
+    }
+  }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
   // DeepSpeed's engine sends each tensor-parallel rank's 1/tp slice of an activation or gradient
@@ -301,7 +314,7 @@ std::vector<MemoryBreakdown> PredictMemoryPerRank(const ModelShape& m, const Lay
 
 std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
   const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
-  const CostParts parts = BuildCostParts(m, l, hw, l.Devices());
+  const CostParts parts = BuildCostParts(m, l, hw, l.Devices(), s.m);
   // The kinds' times and counts in ActionCost are before compute_scale: reported as they are.
   const ActionCost& layer = parts.layer;
   const ActionCost& head = parts.head;
@@ -337,7 +350,7 @@ std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const 
 Prediction Predict(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch,
                    scheduler::SimResult* sim) {
   const auto [s, rep] = ValidatedReport(m, l, hw, global_batch);
-  const CostParts parts = BuildCostParts(m, l, hw, l.Devices());
+  const CostParts parts = BuildCostParts(m, l, hw, l.Devices(), s.m);
   const scheduler::CostModel& c = parts.model;
   scheduler::SimResult r = scheduler::Simulate(s, c);
   Prediction p;
