@@ -533,7 +533,11 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
         // The put above runs on the copy stream: the gather's clone (compute stream) reads after it.
         if (staging) staging->ComputeAfterPuts();
         CountedWait(dp.AllGather(shard, shard.narrow(0, b, n).clone()));
-        master.copy_(shard);
+        // The other replicas' parts only: this rank's own part of the master stays fp32 (copying
+        // the bf16 shard over it would round away every update smaller than half a bf16 ulp).
+        const int64_t end = shard.numel();
+        if (b > 0) master.narrow(0, 0, b).copy_(shard.narrow(0, 0, b));
+        if (b + n < end) master.narrow(0, b + n, end - b - n).copy_(shard.narrow(0, b + n, end - b - n));
       }
       f->ReleaseShard(/*dirty=*/true);
     }
@@ -644,10 +648,21 @@ std::string Engine::ModelFingerprint() const {
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {
   std::map<std::string, at::Tensor> by_name;
+  const ParallelConfig& cfg = groups_.config();
+  const bool zero1 = cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1;
+  size_t i = 0;  // the optimizer's unit index
   for (auto& u : units_) {
     FlatParam* f = u->flat();
     if (!f) continue;
     at::Tensor shard = f->AcquireMaster();
+    if (zero1 && !f->master_is_shard()) {
+      // Each replica's master is fp32 only in the part it updates (FinishStep): gather those.
+      const int64_t b = optimizer_.own_begin(i) - f->shard_begin(), n = optimizer_.own_end(i) - optimizer_.own_begin(i);
+      at::Tensor whole = at::empty_like(shard);
+      groups_.dp().AllGather(whole, shard.narrow(0, b, n).contiguous())->Wait();
+      shard = whole;
+    }
+    ++i;
     at::Tensor full = at::empty({f->padded_numel()}, shard.options());
     groups_.zero().AllGather(full, shard.contiguous())->Wait();
     f->ReleaseMaster(/*dirty=*/false);

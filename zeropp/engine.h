@@ -182,7 +182,8 @@ class Engine {
   void SetLearningRate(float lr) { optimizer_.set_lr(lr); }
 
   // Full fp32 values of every unique parameter this rank holds, in the model's named_parameters
-  // order. Collective over the zero group.
+  // order. Collective over the zero group, and under ZeRO-1 with an fp32 master beside 16-bit
+  // parameters over the dp group too (each replica's master is exact only in the part it updates).
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
 
   MemoryStats Memory() const;

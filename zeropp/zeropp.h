@@ -98,7 +98,8 @@ class Trainer {
     engine_->SetModelParallel(group, replicated, sum_replicated_grads);
   }
 
-  // Full fp32 values of every parameter this rank's stage holds. Collective over the zero group.
+  // Full fp32 values of every parameter this rank's stage holds. Collective over the zero group
+  // (under ZeRO-1 with 16-bit parameters, over the dp group too).
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
 
   MemoryStats Memory() const;
