@@ -1,9 +1,9 @@
 #!/bin/bash
 # The planner's memory model against the engine's own accounting on this machine: for every
 # layout tools/train runs (ZeRO-3, hybrid sharding, FSDP inside a pipeline, ZeroPP, PP x DP with
-# ZeRO-1, a pure pipeline), rank 0's model state as the engine counts it (the step line's
-# "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan --predict`'s prediction
-# for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB), and so do the host tensor
+# ZeRO-1, a pure pipeline, ZeroPP with ZeRO-1 in bf16), rank 0's model state as the engine counts
+# it (the step line's "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan
+# --predict`'s prediction for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB), and so do the host tensor
 # bytes rank 0 holds between steps (within 3% or 0.1 MB); offloaded to NVMe (parameters and
 # optimizer, or the optimizer alone), the state in files and the state left in memory likewise.
 # Then plan's refusals: zero GPUs, a model that fits nowhere (it names the smallest memory any
@@ -52,6 +52,18 @@ check fsdp_in_pp "--pp 2 --zero 2 --schedule 1f1b" "--design pipe-fsdp --schedul
 check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design zeropp --pp 2 --zero 2 --v 1 --u 2"
 check pp2_dp2_zero1 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule 1f1b" "--design 3d --pp 2 --dp 2 --zero1"
 check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
+# bf16 parameters with the engine's default fp32 gradient shards (the planner's --reduce-fp32) and
+# ZeRO-1 over 2 replicas of a ZeroPP pipeline: 2 + 4 bytes a parameter, the fp32 master of the whole
+# shard (4) and half the moments (8 / 2); the description's compute dtype set to bf16.
+BF16_HW="$(mktemp)"
+sed 's/"compute_dtype": "fp32"/"compute_dtype": "bf16"/' "$HW" >"$BF16_HW"
+if grep -q '"compute_dtype": "bf16"' "$BF16_HW"; then
+  check zeropp_pp2_dp2_zero1_bf16 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule zeropp --unit-size 2 --param-dtype bf16" \
+    "--design zeropp --pp 2 --zero 1 --dp 2 --v 1 --u 2 --zero1 --reduce-fp32 --hardware $BF16_HW"
+else
+  fail "zeropp_pp2_dp2_zero1_bf16: $HW names no compute_dtype fp32 to turn into bf16"
+fi
+rm -f "$BF16_HW"
 
 # Offloaded to NVMe (ZeRO-Infinity): the engine's state in files ("X MB of state on nvme") equals
 # the planner's nvme_mb within 2% or 0.06 MB, and what stays in memory (its model state less that)
