@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One short GPU lease, from the bundle: the CUDA cases of the engine's and the kernels' tests
-# first (the parity the checks rely on, about 30 s), then the planner's GPU checks, then the rest
+# first (the parity the checks rely on, ZeRO-1's bf16 and offload cases among them: about 30 s on
+# 11-27b, before the accounting test and the ZeRO-1 cases were added to this block), then the planner's GPU checks, then the rest
 # of the CUDA test cases, each under a time limit so that whatever ran comes back. Output goes to
 # stdout and, where the lending tool sets OUT, to $OUT/checks.log and $OUT/tests.log (with the
 # measured description).
@@ -22,7 +23,7 @@ out="${OUT:-$(mktemp -d)}"
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc; free -g | head -2
   python3 -c 'import torch; print("torch", torch.__version__)'; } 2>&1 | tee "$out/checks.log"
-first=(adamw_cuda_test engine_offload_test engine_parity_test nccl_backend_test)
+first=(adamw_cuda_test engine_offload_test engine_parity_test engine_accounting_test nccl_backend_test)
 if [[ -z "$mode" ]]; then
   start=$SECONDS
   timeout 90 "$here/run_tests.sh" '*cuda*:*Cuda*:*Nccl*' "${first[@]}" 2>&1 | tee "$out/tests.log"
