@@ -1,7 +1,8 @@
 // Offloaded training equals non-offloaded training (same kernels) to 1e-6 relative over 10 steps,
 // for every offload target on 1 and 2 ZeRO ranks and on 2 ZeRO-1 replicas (whose re-assembly of
-// the updated shards reads what the offloaded update wrote: on a GPU, after its copy back); offload files vanish with the engine; an unusable
-// offload directory and an impossible memory budget are refused before training.
+// the updated shards reads what the offloaded update wrote: on a GPU, after its copy back);
+// offload files vanish with the engine; an unusable offload directory and an impossible memory
+// budget are refused before training.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -81,7 +82,8 @@ TEST_P(EngineOffloadTest, MatchesNonOffloadedTraining) {
     }
     if (r == 0) {
       std::printf("%s on %s: worst parameter rel err %.2e, read %lld B, written %lld B, waited %lld us\n",
-                  t.name, layout.name, worst, (long long)m.io.bytes_read, (long long)m.io.bytes_written, (long long)m.io.wait_us);
+                  t.name, layout.name, worst, (long long)m.io.bytes_read, (long long)m.io.bytes_written,
+                  (long long)m.io.wait_us);
     }
   }
   EXPECT_EQ(FilesIn(dir), 0) << "offload files left in " << dir;

@@ -58,7 +58,8 @@ check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
 BF16_HW="$(mktemp)"
 sed 's/"compute_dtype": "fp32"/"compute_dtype": "bf16"/' "$HW" >"$BF16_HW"
 if grep -q '"compute_dtype": "bf16"' "$BF16_HW"; then
-  check zeropp_pp2_dp2_zero1_bf16 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule zeropp --unit-size 2 --param-dtype bf16" \
+  check zeropp_pp2_dp2_zero1_bf16 \
+    "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule zeropp --unit-size 2 --param-dtype bf16" \
     "--design zeropp --pp 2 --zero 1 --dp 2 --v 1 --u 2 --zero1 --reduce-fp32 --hardware $BF16_HW"
 else
   fail "zeropp_pp2_dp2_zero1_bf16: $HW names no compute_dtype fp32 to turn into bf16"

@@ -99,7 +99,8 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return "reduce_fp32 is a ZeRO design's option (3D reduces its fp32 main gradients already)";
   }
   if (grad_accumulation != GradAccumulation::kFused && design != Design::k3D) {
-    return "grad_accumulation(autograd) is a 3D executor's option (the ZeRO designs accumulate as zeropp's engine does)";
+    return "grad_accumulation(autograd) is a 3D executor's option (the ZeRO designs accumulate as zeropp's "
+           "engine does)";
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";

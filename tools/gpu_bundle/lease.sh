@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One short GPU lease, from the bundle: the CUDA cases of the engine's and the kernels' tests
 # first (the parity the checks rely on, ZeRO-1's bf16 and offload cases among them: about 30 s on
-# 11-27b, before the accounting test and the ZeRO-1 cases were added to this block), then the planner's GPU checks, then the rest
-# of the CUDA test cases, each under a time limit so that whatever ran comes back. Output goes to
-# stdout and, where the lending tool sets OUT, to $OUT/checks.log and $OUT/tests.log (with the
-# measured description).
+# 11-27b, before the accounting test and the ZeRO-1 cases were added to this block), then the
+# planner's GPU checks, then the rest of the CUDA test cases, each under a time limit so that
+# whatever ran comes back. Output goes to stdout and, where the lending tool sets OUT, to
+# $OUT/checks.log and $OUT/tests.log (with the measured description).
 #   ./lease.sh [oversized] [CHECKS_LIMIT_S]   default: those tests, gpu_checks.sh resident
 #   (everything but the offload checks, 330-430 s on an H100), then the other test binaries (about
 #   40 s); oversized: the host AdamW bench and the offload checks (3 and 4) alone, no tests
