@@ -142,6 +142,15 @@ TEST(EngineAccountingTest, PeakUnshardedGradRespectsPendingReductionCap) {
   }
 }
 
+// The GPT on 2 ranks for 10 steps on `device`, `micro` micro-batches a step.
+ParityCase GptCase(const std::string& device, int micro) {
+  ParityCase c = MlpCase(2, micro, true);
+  c.model = ModelKind::kGpt;
+  c.steps = 10;
+  c.device = device;
+  return c;
+}
+
 // bf16 compute with fp32 masters, gradients reduced in bf16 or fp32, on every device: close to the
 // fp32 run after 10 steps, loss falling. On a GPU, the caching allocator holds at least the
 // engine's resident model state.
@@ -151,10 +160,7 @@ TEST_P(Bf16Test, TrainsCloseToFp32) {
   const std::string device = std::get<0>(GetParam());
   const std::string skip = testing::SkipReason(device);
   if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
-  ParityCase c = MlpCase(2, 1, true);
-  c.model = ModelKind::kGpt;
-  c.steps = 10;
-  c.device = device;
+  ParityCase c = GptCase(device, 1);
   auto fp32 = testing::RunZeropp(c);
   c.options.param_dtype = at::kBFloat16;
   c.options.reduce_dtype = std::get<1>(GetParam()) == "bf16" ? at::kBFloat16 : at::kFloat;
@@ -184,10 +190,7 @@ TEST_P(Zero1Bf16Test, KeepsItsOwnMasterInFp32) {
   const std::string device = std::get<0>(GetParam());
   const std::string skip = testing::SkipReason(device);
   if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
-  ParityCase c = MlpCase(2, 2, true);
-  c.model = ModelKind::kGpt;
-  c.steps = 10;
-  c.device = device;
+  ParityCase c = GptCase(device, 2);
   c.options.adamw.lr = 3e-4f;
   c.options.param_dtype = at::kBFloat16;
   c.options.reduce_dtype = at::kFloat;

@@ -34,6 +34,14 @@ Layout Zero3Over4() {
   return l;
 }
 
+// 3D: tp 2 x pp `pp`, one replica.
+Layout Tp2(int pp) {
+  Layout l;
+  l.design = Design::k3D;
+  l.tp = 2, l.pp = pp, l.dp = 1;
+  return l;
+}
+
 PlanRequest SmallRequest(int devices) {
   PlanRequest q;
   q.model = Small();
@@ -150,9 +158,7 @@ TEST(Planner, PipelineLayoutsNameARealSchedule) {
 TEST(Planner, DeepSpeedSendsATensorParallelSliceAndRegathersIt) {
   const ModelShape m = Small();
   const Hardware h = Toy();
-  Layout l;
-  l.design = Design::k3D;
-  l.tp = 2, l.pp = 2, l.dp = 1;
+  Layout l = Tp2(2);
   const Prediction one_f_one_b = Predict(m, l, h, 32);
   l.schedule = "deepspeed";
   const Prediction ds = Predict(m, l, h, 32);
@@ -171,9 +177,7 @@ TEST(Planner, DeepSpeedSendsATensorParallelSliceAndRegathersIt) {
 TEST(Planner, AutogradAccumulationAddsSixBytesAParameterFromTheSecondMicroBatch) {
   const ModelShape m = Small();
   const Hardware h = Toy();
-  Layout l;
-  l.design = Design::k3D;
-  l.tp = 2, l.pp = 1, l.dp = 1;
+  Layout l = Tp2(1);
   const Prediction fused = Predict(m, l, h, 32);
   l.grad_accumulation = Layout::GradAccumulation::kAutograd;
   const Prediction autograd = Predict(m, l, h, 32);

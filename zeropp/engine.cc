@@ -533,11 +533,10 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
         // The put above runs on the copy stream: the gather's clone (compute stream) reads after it.
         if (staging) staging->ComputeAfterPuts();
         CountedWait(dp.AllGather(shard, shard.narrow(0, b, n).clone()));
-        // The other replicas' parts only: this rank's own part of the master stays fp32 (copying
-        // the bf16 shard over it would round away every update smaller than half a bf16 ulp).
-        const int64_t end = shard.numel();
-        if (b > 0) master.narrow(0, 0, b).copy_(shard.narrow(0, 0, b));
-        if (b + n < end) master.narrow(0, b + n, end - b - n).copy_(shard.narrow(0, b + n, end - b - n));
+        // The master is left as it is: its own part is the fp32 truth (copying the bf16 shard over
+        // it would round away every update under half a bf16 ulp), and the other replicas' parts
+        // are read by nothing (FullParameters gathers each part from its owner; a checkpoint
+        // saves only the own part), so refreshing them would be a copy of the shard per step.
       }
       f->ReleaseShard(/*dirty=*/true);
     }

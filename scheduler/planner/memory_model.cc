@@ -86,9 +86,9 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     place(vb * shard, l.params_offload, &b.params);
     // The gradient shard is in the reduction's dtype (EngineOptions::reduce_dtype).
     place((l.reduce_fp32 ? 4.0 : vb) * shard, l.params_offload, &b.grads);
-    // ZeRO-1 shards the moments over the replicas; the engine keeps the fp32 master of the whole
-    // shard on every replica (exact in the part it updates, refreshed from the gathered shard
-    // elsewhere: Engine::FinishStep), so the master is not divided.
+    // ZeRO-1 shards the moments over the replicas; the engine allocates the fp32 master of the
+    // whole shard on every replica (of which it uses the part it updates: Engine::FinishStep), so
+    // the master is not divided.
     place((bf16 ? 4.0 : 0.0) * shard, master_tier, &b.optimizer);
     place(8.0 * shard / z1, l.offload, &b.optimizer);
   }
