@@ -32,6 +32,7 @@ struct Layout {
   PipelineSchedule schedule = PipelineSchedule::kAuto;
   int chunks = 1, unit_size = 0;
   bool nvme = false;
+  bool bf16 = false;  // bf16 parameters beside fp32 masters
 };
 
 // The same global batch for every layout: 4 sequences per micro-batch, split across dp ranks.
@@ -63,6 +64,7 @@ std::vector<double> Train(const Layout& l, int from, int to, const std::string& 
     o.pipeline.unit_size = l.unit_size;
     o.microbatches = 4;
     o.lr.warmup_steps = 3;
+    if (l.bf16) o.engine.param_dtype = at::kBFloat16;
     if (l.nvme) {
       o.engine.offload.optimizer = OffloadTarget::kNvme;
       o.engine.offload.dir = TestDir(l.name + "_nvme" + std::to_string(rank));
@@ -115,6 +117,25 @@ TEST(CheckpointTest, SavedUnderZeroPPLoadsIntoEveryLayout) {
     std::printf("%s: steps 5..7 losses %.6f %.6f %.6f (uninterrupted %.6f %.6f %.6f)\n", l.name.c_str(), got[0], got[1],
                 got[2], full[5], full[6], full[7]);
   }
+}
+
+// bf16 parameters under ZeRO-1: each replica saves and loads the part of the fp32 master it holds,
+// and the compute shards are rebuilt from all replicas' parts. The same layout continues bit for
+// bit; plain data parallelism (every replica reading the whole master) continues alike.
+TEST(CheckpointTest, Zero1Bf16ResumesFromEachReplicasMaster) {
+  const std::string dir = TestDir("zero1_bf16");
+  Layout zero1{"zero1_bf16", {1, 2, 2, DpMode::kZero1}};
+  zero1.bf16 = true;
+  const std::vector<double> full = Train(zero1, 0, 8, "", dir, 5);
+  ASSERT_EQ(full.size(), 8u);
+  const std::vector<double> same = Train(zero1, 5, 8, dir, "", 0);
+  ASSERT_EQ(same.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(same[i], full[5 + i]) << "step " << 5 + i;
+  Layout dp = zero1;
+  dp.cfg.dp_mode = DpMode::kDp;
+  const std::vector<double> other = Train(dp, 5, 8, dir, "", 0);
+  ASSERT_EQ(other.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(other[i], full[5 + i], 1e-5 * std::abs(full[5 + i])) << "dp step " << 5 + i;
 }
 
 // An asynchronous save holds the state of its step although training went on while it was

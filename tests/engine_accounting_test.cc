@@ -184,6 +184,7 @@ TEST_P(Bf16Test, TrainsCloseToFp32) {
 // lr = 3e-4 under Adam) is smaller than half a bf16 ulp of most weights, so only an fp32 master
 // accumulates it: a replica that rounded its own part of the master to bf16 would leave those
 // weights where they started. Resident and with the optimizer offloaded (on a GPU: staged copies).
+// Each replica's master holds only the half it updates.
 class Zero1Bf16Test : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(Zero1Bf16Test, KeepsItsOwnMasterInFp32) {
@@ -208,6 +209,8 @@ TEST_P(Zero1Bf16Test, KeepsItsOwnMasterInFp32) {
       moved += !dp[r].params[i].second.equal(initial[r].params[i].second);
     }
     EXPECT_EQ(moved, static_cast<int>(dp[r].params.size())) << "rank " << r << ": every tensor moved under dp";
+    EXPECT_GT(dp[r].memory.master_bytes, 0);
+    EXPECT_EQ(2 * zero1[r].memory.master_bytes, dp[r].memory.master_bytes) << "rank " << r;
   }
 }
 

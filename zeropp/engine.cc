@@ -212,6 +212,23 @@ void Engine::InitializeShards() {
       if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
     }
   }
+  // The flat range each unit's optimizer owns: the whole zero shard, or under ZeRO-1 this replica's
+  // 1/dp of it, which is all a separate fp32 master holds (the other replicas keep theirs).
+  const auto& cfg = groups_.config();
+  const int dp_index = cfg.CoordOf(groups_.rank()).dp_index;
+  std::vector<std::pair<int64_t, int64_t>> owned;
+  for (auto& u : units_) {
+    FlatParam* f = u->flat();
+    if (!f) continue;
+    int64_t own_begin = f->shard_begin(), own_end = f->shard_begin() + f->shard_numel();
+    if (cfg.dp_mode == DpMode::kZero1 && cfg.dp > 1) {
+      const int64_t sub = f->shard_numel() / cfg.dp;
+      own_begin = f->shard_begin() + dp_index * sub;
+      own_end = own_begin + sub;
+      f->SetMasterRange(own_begin, own_end);
+    }
+    owned.emplace_back(own_begin, own_end);
+  }
   const bool offload_params = options_.offload.params != OffloadTarget::kNone;
   for (auto& u : units_) {
     if (!u->flat()) continue;
@@ -229,18 +246,11 @@ void Engine::InitializeShards() {
       b.set_data(b.to(options_.device));
     }
   }
-  const auto& cfg = groups_.config();
-  const int dp_index = cfg.CoordOf(groups_.rank()).dp_index;
+  size_t i = 0;
   for (auto& u : units_) {
-    FlatParam* f = u->flat();
-    if (!f) continue;
-    int64_t own_begin = f->shard_begin(), own_end = f->shard_begin() + f->shard_numel();
-    if (cfg.dp_mode == DpMode::kZero1 && cfg.dp > 1) {
-      const int64_t sub = f->shard_numel() / cfg.dp;
-      own_begin = f->shard_begin() + dp_index * sub;
-      own_end = own_begin + sub;
-    }
-    optimizer_.AddUnit(f, own_begin, own_end, MasterDevice());
+    if (!u->flat()) continue;
+    optimizer_.AddUnit(u->flat(), owned[i].first, owned[i].second, MasterDevice());
+    ++i;
   }
 }
 
@@ -522,21 +532,19 @@ StepResult Engine::FinishStep(double loss_sum, const std::vector<Communicator*>&
       if (zero1) CountedWait(dp.AllGather(master, master.narrow(0, b, n).clone()));
     } else {
       if (!shard.defined()) shard = f->AcquireShard();
+      const int64_t mb = optimizer_.own_begin(i) - f->master_begin();  // the owned part in the master
       if (staged_bf16) {
         staging->PutFrom(static_cast<int64_t>(i), shard.narrow(0, b, n));
       } else if (staging) {
-        staging->Put(shard.narrow(0, b, n), master.narrow(0, b, n));
+        staging->Put(shard.narrow(0, b, n), master.narrow(0, mb, n));
       } else if (!shard_written) {
-        shard.narrow(0, b, n).copy_(master.narrow(0, b, n));
+        shard.narrow(0, b, n).copy_(master.narrow(0, mb, n));
       }
       if (zero1) {
         // The put above runs on the copy stream: the gather's clone (compute stream) reads after it.
         if (staging) staging->ComputeAfterPuts();
         CountedWait(dp.AllGather(shard, shard.narrow(0, b, n).clone()));
-        // The master is left as it is: its own part is the fp32 truth (copying the bf16 shard over
-        // it would round away every update under half a bf16 ulp), and the other replicas' parts
-        // are read by nothing (FullParameters gathers each part from its owner; a checkpoint
-        // saves only the own part), so refreshing them would be a copy of the shard per step.
+        // The master holds only the owned part, the fp32 truth (never rounded from the bf16 shard).
       }
       f->ReleaseShard(/*dirty=*/true);
     }
@@ -625,8 +633,12 @@ void Engine::VisitState(bool modify, const StateVisitor& fn) {
     if (modify && !moments.is_cpu()) moments.copy_(host_moments);
     optimizer_.ReleaseMoments(i, modify);
     if (modify && !f->master_is_shard()) {
+      // The compute shard from the master; a ZeRO-1 master holds only this replica's part, so the
+      // replicas exchange theirs (a collective over dp, every replica visiting the same units).
       at::Tensor shard = f->AcquireShard();
-      shard.copy_(master);
+      const int64_t b = f->master_begin() - f->shard_begin(), n = f->master_numel();
+      shard.narrow(0, b, n).copy_(master);
+      if (n < f->shard_numel()) groups_.dp().AllGather(shard, shard.narrow(0, b, n).clone())->Wait();
       f->ReleaseShard(/*dirty=*/true);
     }
     f->ReleaseMaster(modify);
@@ -647,21 +659,16 @@ std::string Engine::ModelFingerprint() const {
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::FullParameters() {
   std::map<std::string, at::Tensor> by_name;
-  const ParallelConfig& cfg = groups_.config();
-  const bool zero1 = cfg.dp > 1 && cfg.dp_mode == DpMode::kZero1;
-  size_t i = 0;  // the optimizer's unit index
   for (auto& u : units_) {
     FlatParam* f = u->flat();
     if (!f) continue;
     at::Tensor shard = f->AcquireMaster();
-    if (zero1 && !f->master_is_shard()) {
-      // Each replica's master is fp32 only in the part it updates (FinishStep): gather those.
-      const int64_t b = optimizer_.own_begin(i) - f->shard_begin(), n = optimizer_.own_end(i) - optimizer_.own_begin(i);
-      at::Tensor whole = at::empty_like(shard);
-      groups_.dp().AllGather(whole, shard.narrow(0, b, n).contiguous())->Wait();
+    if (f->master_numel() < f->shard_numel()) {
+      // A ZeRO-1 master holds this replica's part of the shard: the replicas gather theirs.
+      at::Tensor whole = at::empty({f->shard_numel()}, shard.options());
+      groups_.dp().AllGather(whole, shard.contiguous())->Wait();
       shard = whole;
     }
-    ++i;
     at::Tensor full = at::empty({f->padded_numel()}, shard.options());
     groups_.zero().AllGather(full, shard.contiguous())->Wait();
     f->ReleaseMaster(/*dirty=*/false);

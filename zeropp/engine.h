@@ -9,7 +9,8 @@
 //   grad state  : AllocateGrad -> ReduceGrad -> (reduction lands) FinishReductions
 //   step        : BeginStep ... FinishStep: gradients averaged over the zero group, then across
 //                 replicas (dp: all-reduce; zero1: reduce-scatter, each replica updating 1/dp of
-//                 the shard, then all-gather); global-norm clipping; AdamW on fp32 master shards.
+//                 the shard, then all-gather); global-norm clipping; AdamW on fp32 master shards
+//                 (under zero1 a separate master and the moments hold only the replica's 1/dp).
 // Tied parameters (one tensor registered in two children) belong to the first unit that holds
 // them on this rank; later units that use them depend on it (SchedulingUnit::deps). Frozen
 // parameters are sharded but never updated. Buffers are broadcast from rank 0 at construction.
@@ -157,10 +158,12 @@ class Engine {
 
   // Checkpoint access, unit by unit in order (units this rank holds, with parameters): the
   // FlatParam, the flat range [own_begin, own_end) this rank's optimizer owns, the fp32 master
-  // shard (flat coordinates shard_begin() ..) and the AdamW moments over the owned range
-  // ([2, own]: exp_avg, exp_avg_sq). With `modify`, both are written back and the compute shard is
-  // refreshed from the master. Both are host tensors (copies of device state, written back after
-  // `fn` with `modify`). Call between steps (every unit sharded). Local; not collective.
+  // (flat coordinates flat.master_begin() ..: the shard, or under ZeRO-1 with 16-bit parameters the
+  // owned range) and the AdamW moments over the owned range ([2, own]: exp_avg, exp_avg_sq). With
+  // `modify`, both are written back and the compute shard is refreshed from the master. Both are
+  // host tensors (copies of device state, written back after `fn` with `modify`). Call between
+  // steps (every unit sharded). Local, except that `modify` under ZeRO-1 with 16-bit parameters
+  // all-gathers each refreshed compute shard over the dp group.
   using StateVisitor = std::function<void(const FlatParam& flat, int64_t own_begin, int64_t own_end,
                                           const at::Tensor& master, const at::Tensor& moments)>;
   void VisitState(bool modify, const StateVisitor& fn);
@@ -183,7 +186,7 @@ class Engine {
 
   // Full fp32 values of every unique parameter this rank holds, in the model's named_parameters
   // order. Collective over the zero group, and under ZeRO-1 with an fp32 master beside 16-bit
-  // parameters over the dp group too (each replica's master is exact only in the part it updates).
+  // parameters over the dp group too (each replica's master holds only the part it updates).
   std::vector<std::pair<std::string, at::Tensor>> FullParameters();
 
   MemoryStats Memory() const;

@@ -95,7 +95,7 @@ MemoryStats Engine::Memory() const {
     const FlatParam* f = u->flat();
     if (!f) continue;
     s.param_shard_bytes += f->shard_bytes();
-    if (!f->master_is_shard()) s.master_bytes += f->shard_numel() * 4;
+    if (!f->master_is_shard()) s.master_bytes += f->master_numel() * 4;
     s.grad_shard_bytes += f->shard_numel() * static_cast<int64_t>(c10::elementSize(f->reduce_dtype()));
   }
   s.optim_state_bytes = optimizer_.state_bytes();

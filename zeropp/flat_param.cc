@@ -30,6 +30,15 @@ FlatParam::FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_ran
   shard_numel_ = padded_numel_ / zero_size_;
 }
 
+void FlatParam::SetMasterRange(int64_t begin, int64_t end) {
+  if (begin < shard_begin() || end > shard_begin() + shard_numel_ || begin >= end) {
+    throw std::logic_error(absl::StrCat("FlatParam: master range [", begin, ", ", end, ") is not within the shard [",
+                                        shard_begin(), ", ", shard_begin() + shard_numel_, ")"));
+  }
+  master_begin_ = begin;
+  master_numel_ = end - begin;
+}
+
 at::Tensor FlatParam::GatherLocalValues() const {
   at::Tensor flat = at::zeros({padded_numel_}, at::TensorOptions().dtype(at::kFloat));
   c10::NoGradGuard no_grad;
@@ -46,15 +55,20 @@ void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* 
   // the device (one tensor when both coincide and the compute dtype is fp32).
   const c10::Device master_dev = swap != nullptr ? c10::Device(c10::kCPU) : master_device_;
   master_is_shard_ = param_dtype_ == at::kFloat && (swap != nullptr || master_dev == device_);
+  if (master_is_shard_ || master_begin_ < 0) {
+    master_begin_ = shard_begin();
+    master_numel_ = shard_numel_;
+  }
+  const at::Tensor my_master = full_fp32.narrow(0, master_begin_, master_numel_);
   // Offloaded state is copied into the swap manager below, so no resident copy is made here.
   if (swap != nullptr) {
-    master_ = mine;
+    master_ = my_master;
   } else if (master_dev.is_cpu() && !device_.is_cpu()) {
     // Optimizer offload on a GPU: page-locked, so updated shards copy back asynchronously.
-    master_ = at::empty({shard_numel_}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
-    master_.copy_(mine);
+    master_ = at::empty({master_numel_}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    master_.copy_(my_master);
   } else {
-    master_ = mine.to(master_dev, /*non_blocking=*/false, /*copy=*/true);
+    master_ = my_master.to(master_dev, /*non_blocking=*/false, /*copy=*/true);
   }
   shard_ = master_is_shard() ? master_ : mine.to(swap != nullptr ? master_dev : device_, param_dtype_);
   const auto on_device = at::TensorOptions().device(device_);

@@ -6,8 +6,9 @@
 // Rank z of the zero group owns flat elements [z*shard_numel, (z+1)*shard_numel).
 //
 // Memory per rank, by state (Psi = padded_numel, N = zero size, b = bytes of param dtype):
-//   always:           shard (Psi/N * b), fp32 master (Psi/N * 4; the shard itself when fp32),
-//                     gradient shard (Psi/N * bytes of reduce dtype)
+//   always:           shard (Psi/N * b), fp32 master (Psi/N * 4; the shard itself when fp32;
+//                     under ZeRO-1 with a separate master only the part this replica updates,
+//                     Psi/(N*dp) * 4: SetMasterRange), gradient shard (Psi/N * bytes of reduce dtype)
 //   while unsharded:  full buffer (Psi * b)      -- storage resized to 0 when sharded
 //   during backward:  full gradient buffer (Psi * b), released after its reduce-scatter
 // Module parameters are bound once (set_data) to views of the full buffer; their .grad to views
@@ -53,6 +54,11 @@ class FlatParam {
             at::ScalarType param_dtype, at::ScalarType reduce_dtype,
             c10::Device device = c10::Device(c10::kCPU), c10::Device master_device = c10::Device(c10::kCPU));
 
+  // The flat range [begin, end) (within this rank's shard) that the fp32 master holds, when it is a
+  // tensor of its own: under ZeRO-1 the part of the shard this replica's optimizer updates. A
+  // master that is the shard itself (fp32 compute, resident or offloaded) always spans the shard.
+  // Call before InitFromFull; the default is the whole shard.
+  void SetMasterRange(int64_t begin, int64_t end);
   // fp32 padded flat (on the host) of the parameters' current values (zeros in the padding).
   at::Tensor GatherLocalValues() const;
   // Takes this rank's shard of `full_fp32` (identical on all ranks), binds every parameter to a
@@ -114,6 +120,9 @@ class FlatParam {
   int64_t full_bytes() const { return padded_numel_ * elem_bytes_; }
   int64_t shard_bytes() const { return shard_numel_ * elem_bytes_; }
   bool master_is_shard() const { return master_is_shard_; }
+  // The master's flat range (valid after InitFromFull).
+  int64_t master_begin() const { return master_begin_; }
+  int64_t master_numel() const { return master_numel_; }
   const c10::Device& device() const { return device_; }
 
  private:
@@ -126,6 +135,7 @@ class FlatParam {
   int64_t numel_ = 0;
   int64_t padded_numel_ = 0;
   int64_t shard_numel_ = 0;
+  int64_t master_begin_ = -1, master_numel_ = 0;  // -1: the whole shard
   at::Tensor full_, shard_, master_, grad_full_, grad_shard_;
   offload::SwapManager* swap_ = nullptr;
   int shard_id_ = -1, master_id_ = -1, grad_id_ = -1;

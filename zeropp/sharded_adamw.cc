@@ -20,7 +20,7 @@ namespace {
 // The multi-tensor CUDA AdamW over a unit's trainable sub-ranges (all tensors on one GPU).
 void StepOnDevice(float* master, const float* grad, float* exp_avg, float* exp_avg_sq,
                   const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t own_begin,
-                  int64_t shard_begin, const kernels::AdamWHyper& h, float grad_scale, const c10::Device& device) {
+                  int64_t master_begin, const kernels::AdamWHyper& h, float grad_scale, const c10::Device& device) {
 #ifdef ZEROPP_CUDA
   const int count = static_cast<int>(ranges.size());
   if (count == 0) return;
@@ -29,7 +29,7 @@ void StepOnDevice(float* master, const float* grad, float* exp_avg, float* exp_a
   std::vector<int64_t> n(count);
   for (int i = 0; i < count; ++i) {
     const int64_t own = ranges[i].first - own_begin;
-    p[i] = master + (ranges[i].first - shard_begin);
+    p[i] = master + (ranges[i].first - master_begin);
     g[i] = grad + own;
     m[i] = exp_avg + own;
     v[i] = exp_avg_sq + own;
@@ -159,9 +159,9 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   float* master = master_shard.data_ptr<float>();
   float* exp_avg = moments.data_ptr<float>();
   float* exp_avg_sq = exp_avg + (u.own_end - u.own_begin);
-  const int64_t shard_begin = u.flat->shard_begin();
+  const int64_t master_begin = u.flat->master_begin();  // the flat coordinate of master[0]
   if (!master_shard.is_cpu()) {
-    StepOnDevice(master, g.data_ptr<float>(), exp_avg, exp_avg_sq, u.ranges, u.own_begin, shard_begin, h, grad_scale,
+    StepOnDevice(master, g.data_ptr<float>(), exp_avg, exp_avg_sq, u.ranges, u.own_begin, master_begin, h, grad_scale,
                  master_shard.device());
     if (swap_) swap_->Release(u.swap_id, /*dirty=*/true);
     return;
@@ -169,7 +169,7 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   for (const auto& r : u.ranges) {
     const int64_t at = r.first - u.own_begin;
     kernels::AdamWArgs args;
-    args.param = master + (r.first - shard_begin);
+    args.param = master + (r.first - master_begin);
     if (grad_bf16) {
       args.grad_bf16 = static_cast<const uint16_t*>(g.data_ptr()) + at;
     } else {
@@ -186,7 +186,7 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   if (bf16_out.defined()) {
     int64_t at = 0;
     auto copy_gap = [&](int64_t lo, int64_t hi) {  // owned coordinates
-      if (hi > lo) bf16_out.narrow(0, lo, hi - lo).copy_(master_shard.narrow(0, u.own_begin - shard_begin + lo, hi - lo));
+      if (hi > lo) bf16_out.narrow(0, lo, hi - lo).copy_(master_shard.narrow(0, u.own_begin - master_begin + lo, hi - lo));
     };
     for (const auto& r : u.ranges) {
       copy_gap(at, r.first - u.own_begin);

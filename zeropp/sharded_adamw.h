@@ -52,7 +52,7 @@ class ShardedAdamW {
   void AddSquaredNorm(size_t i, const at::Tensor& owned_grad, at::Tensor& acc) const;
   void BeginStep() { ++step_; }
   void Prefetch(size_t i);
-  // One AdamW update of unit i: `master_shard` is the unit's fp32 zero shard (acquired by the
+  // One AdamW update of unit i: `master_shard` is the unit's fp32 master (acquired by the
   // caller), `owned_grad` its gradient over the owned range (fp32; on the host bf16 too, read as it
   // is), scaled by `grad_scale` first. On the host, a defined `bf16_out` (the owned range of the
   // unit's bf16 compute shard, host memory) receives the updated values in the same pass.

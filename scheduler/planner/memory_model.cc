@@ -86,10 +86,12 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
     place(vb * shard, l.params_offload, &b.params);
     // The gradient shard is in the reduction's dtype (EngineOptions::reduce_dtype).
     place((l.reduce_fp32 ? 4.0 : vb) * shard, l.params_offload, &b.grads);
-    // ZeRO-1 shards the moments over the replicas; the engine allocates the fp32 master of the
-    // whole shard on every replica (of which it uses the part it updates: Engine::FinishStep), so
-    // the master is not divided.
-    place((bf16 ? 4.0 : 0.0) * shard, master_tier, &b.optimizer);
+    // A separate fp32 master: under bf16, or under fp32 when the optimizer runs on the host of a
+    // GPU (FlatParam::InitFromFull). ZeRO-1 shards it over the replicas with the moments, each
+    // holding the part it updates (FlatParam::SetMasterRange).
+    const bool separate_master =
+        bf16 || (l.params_offload == Offload::kNone && l.offload != Offload::kNone && leaves_device(Offload::kCpu));
+    place((separate_master ? 4.0 : 0.0) * shard / z1, master_tier, &b.optimizer);
     place(8.0 * shard / z1, l.offload, &b.optimizer);
   }
   // The step replayed on this rank's actions, summed at each moment (memory_model.h says what

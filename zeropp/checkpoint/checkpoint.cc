@@ -301,7 +301,7 @@ PendingSave PendingSave::Begin(Engine& engine, ProcessGroups& groups, const std:
         // may round the two copies differently, so an exact resume on the same layout needs both;
         // other layouts load the tensor by its name.
         const std::string key = e.norm_excluded ? CopyKey(pp_index, e.name) : e.name;
-        add(key, e.shape, m + (a - f.shard_begin()), a - e.offset, b - e.offset);
+        add(key, e.shape, m + (a - f.master_begin()), a - e.offset, b - e.offset);
         add("optim.exp_avg." + key, e.shape, avg + (a - own_begin), a - e.offset, b - e.offset);
         add("optim.exp_avg_sq." + key, e.shape, sq + (a - own_begin), a - e.offset, b - e.offset);
       }
@@ -580,7 +580,7 @@ int64_t Load(Engine& engine, ProcessGroups& groups, const std::string& path, con
     for (const FlatEntry& e : f.entries()) {
       const std::string copy = CopyKey(pp_index, e.name);
       const std::string key = e.norm_excluded && same_layout && reader.Has(copy) ? copy : e.name;
-      const int64_t sb = f.shard_begin(), se = sb + f.shard_numel();
+      const int64_t sb = f.master_begin(), se = sb + f.master_numel();
       int64_t a = std::max(sb, e.offset), b = std::min(se, e.offset + e.numel);
       if (a < b) reader.Read(key, e.shape, a - e.offset, b - e.offset, m + (a - sb));
       a = std::max(own_begin, e.offset);
