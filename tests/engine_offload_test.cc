@@ -137,17 +137,22 @@ TEST(EngineOffloadTest2, ActivationsOfRecomputedUnitsMatch) {
 
 // bf16 parameters and gradients: the offloaded update reads the bf16 gradient as it is and writes
 // the bf16 shard in the same pass (on a GPU, through page-locked bf16 buffers both ways), where
-// resident training casts; the same bits either way, so offloading changes nothing.
+// resident training casts; the same bits either way, so offloading changes nothing. On a ZeRO
+// group of 2 and on 2 ZeRO-1 replicas (whose fp32 masters hold half the shard each).
 class EngineOffloadBf16Test : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineOffloadBf16Test, MatchesResidentBf16Training) {
   const std::string skip = testing::SkipReason(GetParam());
   if (!skip.empty()) GTEST_SKIP() << "needs a GPU: " << skip;
-  for (const char* params : {"none", "cpu"}) {
+  for (const auto& [layout, params] : std::vector<std::pair<ParallelConfig, std::string>>{
+           {{1, 2, 1, DpMode::kDp}, "none"},
+           {{1, 2, 1, DpMode::kDp}, "cpu"},
+           {{1, 1, 2, DpMode::kZero1}, "none"},
+           {{1, 1, 2, DpMode::kZero1}, "cpu"}}) {
     testing::ParityCase c;
     c.device = GetParam();
     c.n = 2;
-    c.cfg = {1, 2, 1, DpMode::kDp};
+    c.cfg = layout;
     c.model = testing::ModelKind::kGpt;
     c.options = testing::BaseOptions();
     c.options.param_dtype = at::kBFloat16;
@@ -158,7 +163,7 @@ TEST_P(EngineOffloadBf16Test, MatchesResidentBf16Training) {
     auto plain = testing::RunZeropp(c);
     c.options.offload.optimizer = ParseOffloadTarget("optimizer", "cpu");
     c.options.offload.params = ParseOffloadTarget("params", params);
-    c.options.offload.dir = TestDir(std::string("bf16_") + params);
+    c.options.offload.dir = TestDir("bf16_" + params + (layout.zero > 1 ? "_z2" : "_dp2"));
     auto off = testing::RunZeropp(c);
     for (int r = 0; r < c.n; ++r) {
       for (int s = 0; s < c.steps; ++s) {
