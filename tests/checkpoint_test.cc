@@ -121,7 +121,8 @@ TEST(CheckpointTest, SavedUnderZeroPPLoadsIntoEveryLayout) {
 
 // bf16 parameters under ZeRO-1: each replica saves and loads the part of the fp32 master it holds,
 // and the compute shards are rebuilt from all replicas' parts. The same layout continues bit for
-// bit; plain data parallelism (every replica reading the whole master) continues alike.
+// bit; plain data parallelism (every replica reading the whole master) and ZeRO-1 over 4 replicas
+// (other parts of the master) continue alike.
 TEST(CheckpointTest, Zero1Bf16ResumesFromEachReplicasMaster) {
   const std::string dir = TestDir("zero1_bf16");
   Layout zero1{"zero1_bf16", {1, 2, 2, DpMode::kZero1}};
@@ -136,6 +137,15 @@ TEST(CheckpointTest, Zero1Bf16ResumesFromEachReplicasMaster) {
   const std::vector<double> other = Train(dp, 5, 8, dir, "", 0);
   ASSERT_EQ(other.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(other[i], full[5 + i], 1e-5 * std::abs(full[5 + i])) << "dp step " << 5 + i;
+  Layout four = zero1;
+  four.cfg = {1, 1, 4, DpMode::kZero1};
+  const std::vector<double> quarters = Train(four, 5, 8, dir, "", 0);
+  ASSERT_EQ(quarters.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(quarters[i], full[5 + i], 1e-5 * std::abs(full[5 + i])) << "zero1 x 4 step " << 5 + i;
+  }
+  std::printf("zero1 bf16: steps 5..7 losses %.7f %.7f %.7f; dp %.7f %.7f %.7f; zero1 x 4 %.7f %.7f %.7f\n", same[0],
+              same[1], same[2], other[0], other[1], other[2], quarters[0], quarters[1], quarters[2]);
 }
 
 // An asynchronous save holds the state of its step although training went on while it was
