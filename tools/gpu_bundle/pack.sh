@@ -10,7 +10,7 @@ BAZEL=(${ZPP_BAZEL:-bazel})
 src="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$src/../.." && pwd)"
 tests=(engine_parity_test pipeline_parity_test engine_offload_test engine_accounting_test device_test adamw_cuda_test nccl_backend_test
-  op_profile_test)
+  op_profile_test checkpoint_test)
 tools=(tools:train tools:launcher tools:plan benchmarks:adam_bench)  # into OUT/tools
 targets=("${tools[@]/#///}")
 for t in "${tests[@]}"; do targets+=("//tests:$t"); done
