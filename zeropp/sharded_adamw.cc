@@ -186,7 +186,9 @@ void ShardedAdamW::StepUnit(size_t i, const at::Tensor& master_shard, const at::
   if (bf16_out.defined()) {
     int64_t at = 0;
     auto copy_gap = [&](int64_t lo, int64_t hi) {  // owned coordinates
-      if (hi > lo) bf16_out.narrow(0, lo, hi - lo).copy_(master_shard.narrow(0, u.own_begin - master_begin + lo, hi - lo));
+      if (hi > lo) {
+        bf16_out.narrow(0, lo, hi - lo).copy_(master_shard.narrow(0, u.own_begin - master_begin + lo, hi - lo));
+      }
     };
     for (const auto& r : u.ranges) {
       copy_gap(at, r.first - u.own_begin);
