@@ -53,8 +53,9 @@ check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design 
 check pp2_dp2_zero1 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule 1f1b" "--design 3d --pp 2 --dp 2 --zero1"
 check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
 # bf16 parameters with the engine's default fp32 gradient shards (the planner's --reduce-fp32) and
-# ZeRO-1 over 2 replicas of a ZeroPP pipeline: 2 + 4 bytes a parameter, the fp32 master of the whole
-# shard (4) and half the moments (8 / 2); the description's compute dtype set to bf16.
+# ZeRO-1 over 2 replicas of a ZeroPP pipeline: 2 + 4 bytes a parameter, and the fp32 master (4) and
+# the moments (8) halved, each replica holding the part it updates; the description's compute dtype
+# set to bf16.
 BF16_HW="$(mktemp)"
 sed 's/"compute_dtype": "fp32"/"compute_dtype": "bf16"/' "$HW" >"$BF16_HW"
 if grep -q '"compute_dtype": "bf16"' "$BF16_HW"; then
