@@ -109,21 +109,34 @@ TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
 }
 // Rank order decides the link class: tp, dp, pp keeps the 4 replicas of a stage on one node (their
 // gradient all-reduce on the intra-node link, the stages on different nodes); tp, pp, dp
-// (dp_outer) puts both stages on one node and spreads each stage's replicas over 2 nodes.
+// (dp_outer) puts both stages on one node and spreads each stage's replicas over 2 nodes. The tied
+// table's gradient is summed between the first and the last stage after the replicas' reduction:
+// across nodes in the first order, inside one in the second.
 TEST(Planner, RankOrderPicksTheReplicasLink) {
   const Hardware h = Toy();  // 4 devices per node
   const ModelShape m = Small();
+  ASSERT_TRUE(m.tied_embedding);
   Layout l;
   l.design = Design::k3D;
   l.pp = 2, l.dp = 4, l.micro_batch = 1;
   const double grads = std::max(StageParameters(m, l, 0), StageParameters(m, l, 1)) * 4;  // fp32
+  const double table = 4.0 * m.vocab * m.hidden;
+  const double tied_inner = CollectiveSeconds(h, CollectiveKind::kAllReduce, table, 2, 1);
+  const double tied_outer = CollectiveSeconds(h, CollectiveKind::kAllReduce, table, 2, 2);
+  EXPECT_GT(tied_inner, tied_outer);
   const Prediction inner = Predict(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(inner.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 4));
+  EXPECT_DOUBLE_EQ(inner.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 4) + tied_inner);
   l.dp_outer = true;
   EXPECT_EQ(l.Name(), "3d_1f1b_tp1_pp2_dp4_dpouter_b1");
   const Prediction outer = Predict(m, l, h, 32);
-  EXPECT_DOUBLE_EQ(outer.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 2));
-  EXPECT_GT(outer.dp_reduce_s, inner.dp_reduce_s);
+  EXPECT_DOUBLE_EQ(outer.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, grads, 4, 2) + tied_outer);
+  EXPECT_GT(outer.dp_reduce_s - tied_outer, inner.dp_reduce_s - tied_inner);
+  // An untied head has nothing to exchange.
+  ModelShape untied = m;
+  untied.tied_embedding = false;
+  const double untied_grads = std::max(StageParameters(untied, l, 0), StageParameters(untied, l, 1)) * 4;
+  EXPECT_DOUBLE_EQ(Predict(untied, l, h, 32).dp_reduce_s,
+                   CollectiveSeconds(h, CollectiveKind::kAllReduce, untied_grads, 4, 2));
   // The stages' transfers move from the inter-node link to the intra-node one.
   const scheduler::CostModel ci = BuildCostModel(m, [&] { Layout x = l; x.dp_outer = false; return x; }(), h, 8);
   const scheduler::CostModel co = BuildCostModel(m, l, h, 8);
@@ -190,6 +203,88 @@ TEST(Planner, AutogradAccumulationAddsSixBytesAParameterFromTheSecondMicroBatch)
   Layout z = Zero3Over4();
   z.grad_accumulation = Layout::GradAccumulation::kAutograd;
   EXPECT_NE(z.Check(m, 4, 4, 32).find("grad_accumulation(autograd) is a 3D executor's option"), std::string::npos);
+}
+
+// DeepSpeed's BF16_Optimizer (grad_accumulation fp32_add): every micro-batch, the 16-bit gradients
+// are cast to fp32 and added into the fp32 ones: 2 + 4 bytes to cast, 4 + 4 + 4 to add, 18 bytes a
+// parameter of the rank's half, in each of the 32 micro-batches; they also hold 2 bytes a
+// parameter beside the fp32 gradients.
+TEST(Planner, Fp32AddAccumulationMovesEighteenBytesAParameterEveryMicroBatch) {
+  const ModelShape m = Small();
+  Hardware h = Toy();
+  ASSERT_EQ(h.value_bytes, 2);
+  Layout l = Tp2(1);
+  const Prediction fused = Predict(m, l, h, 32);
+  l.grad_accumulation = Layout::GradAccumulation::kFp32Add;
+  const Prediction added = Predict(m, l, h, 32);
+  EXPECT_EQ(added.layout.Name(), "3d_1f1b_tp2_pp1_dp1_b1_gf32");
+  const double params = ChunkShapes(m, l).at(0).params / 2;
+  const double adds = 32 * params * 18 / h.ElementwiseBytesPerSecond() * h.compute_overhead;
+  EXPECT_NEAR(added.step_s - fused.step_s, adds, 1e-9 * fused.step_s);
+  EXPECT_NEAR(added.memory.grads - fused.memory.grads, 2 * StageParameters(m, l, 0) / 2, 1e-6);
+  Layout z = Zero3Over4();
+  z.grad_accumulation = Layout::GradAccumulation::kFp32Add;
+  EXPECT_NE(z.Check(m, 4, 4, 32).find("grad_accumulation(fp32_add) is a 3D executor's option"), std::string::npos);
+}
+
+// zero1_allreduce (DeepSpeed's BF16_Optimizer): the replicas all-reduce the whole fp32 gradient
+// instead of reduce-scattering it, then each steps its 1/dp and all-gathers the 16-bit parameters.
+TEST(Planner, Zero1AllReduceSumsTheWholeGradientBeforeTheGather) {
+  const ModelShape m = Small();
+  const Hardware h = Toy();
+  Layout l;
+  l.design = Design::k3D;
+  l.tp = 1, l.pp = 1, l.dp = 4, l.zero1 = true;
+  const double own = StageParameters(m, l, 0);
+  const double gather = CollectiveSeconds(h, CollectiveKind::kAllGather, own * h.value_bytes, 4, 4);
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).dp_reduce_s,
+                   CollectiveSeconds(h, CollectiveKind::kReduceScatter, own * 4, 4, 4) + gather);
+  l.zero1_allreduce = true;
+  const Prediction p = Predict(m, l, h, 32);
+  EXPECT_EQ(p.layout.Name(), "3d_1f1b_tp1_pp1_dp4_b1_zero1_z1ar");
+  EXPECT_DOUBLE_EQ(p.dp_reduce_s, CollectiveSeconds(h, CollectiveKind::kAllReduce, own * 4, 4, 4) + gather);
+  l.zero1 = false;
+  EXPECT_EQ(l.Check(m, 4, 4, 32), "zero1_allreduce is a 3D option of the distributed optimizer: it needs zero1");
+}
+
+// Uneven pipeline chunks (stage_layers, DeepSpeed's partition that counts an embedding as a layer):
+// each chunk holds and computes its own layers, and the rest of the layout is unchanged.
+TEST(Planner, StageLayersSetEachChunksLayersParametersAndCompute) {
+  const ModelShape m = Small();
+  const Hardware h = Toy();
+  ASSERT_EQ(m.layers, 4);
+  Layout l = Tp2(2);
+  const Prediction even = Predict(m, l, h, 32);
+  l.stage_layers = {2, 2};  // the even split, said explicitly
+  const Prediction same = Predict(m, l, h, 32);
+  EXPECT_DOUBLE_EQ(same.step_s, even.step_s);
+  EXPECT_DOUBLE_EQ(same.memory.Total(), even.memory.Total());
+  l.stage_layers = {1, 3};
+  EXPECT_EQ(l.Name(), "3d_1f1b_tp2_pp2_dp1_b1_sl1-3");
+  const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_DOUBLE_EQ(chunks[0].layers, 1);
+  EXPECT_DOUBLE_EQ(chunks[1].layers, 3);
+  const double table = static_cast<double>(m.vocab) * m.hidden;
+  const double rest = m.EmbeddingParameters() - table;  // positions and the final norm (tied head)
+  EXPECT_DOUBLE_EQ(StageParameters(m, l, 0), 1 * m.LayerParameters() + table + rest);
+  EXPECT_DOUBLE_EQ(StageParameters(m, l, 1), 3 * m.LayerParameters() + table);
+  // The simulator scales each stage's per-layer cost by its layers over the mean (2).
+  const scheduler::CostModel c = BuildCostModel(m, l, h, 4);
+  ASSERT_EQ(c.chunk_compute_share.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.chunk_compute_share[0], 0.5);
+  EXPECT_DOUBLE_EQ(c.chunk_compute_share[1], 1.5);
+  EXPECT_GT(Predict(m, l, h, 32).step_s, even.step_s);  // the 3-layer stage sets the pace
+  for (const std::vector<int>& bad : {std::vector<int>{1, 2}, std::vector<int>{4}, std::vector<int>{5, -1}}) {
+    l.stage_layers = bad;
+    EXPECT_NE(l.Check(m, 4, 4, 32).find("must give each of the pp(2)*v(1)=2 pipeline chunks 0 or more layers, 4 in all"),
+              std::string::npos)
+        << l.Check(m, 4, 4, 32);
+  }
+  l.stage_layers.clear();
+  ModelShape odd = m;
+  odd.layers = 5;
+  EXPECT_EQ(l.Check(odd, 4, 4, 32), "pp(2)*v(1)=2 must divide layers(5) (or stage_layers must say each chunk's)");
 }
 
 // A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a

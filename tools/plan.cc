@@ -38,6 +38,7 @@ constexpr const char* kUsage = R"(usage:
         the per-rank memory of one layout
 LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb-h1|deepspeed|zeropp|zero3]
   --tp --pp --dp --zero --v --u --micro-batch [--prefetch N] [--recompute]
+  pipelines: [--stage-layers 5,6,...,5: each chunk's layers when not split evenly]
   ZeRO designs: [--offload cpu|nvme] [--offload-params cpu|nvme] [--offload-activations cpu|nvme]
   [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
   3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp]
@@ -94,7 +95,7 @@ Flags Parse(int argc, char** argv) {
          {"inter-idle-gbps", ""}, {"inter-idle-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
-         {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}};
+         {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}, {"stage-layers", ""}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -356,6 +357,18 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
   l.reduce_fp32 = f.Has("reduce-fp32");
+  if (f.Has("stage-layers")) {  // whole numbers >= 0; Layout::Check says whether they fit the model
+    for (const auto& part : absl::StrSplit(f.Str("stage-layers"), ',')) {
+      const std::string p(part);
+      char* end = nullptr;
+      const long n = std::strtol(p.c_str(), &end, 10);
+      if (p.empty() || *end != '\0' || n < 0 || n > 100000) {
+        throw std::invalid_argument("--stage-layers: got '" + f.Str("stage-layers") +
+                                    "', expected whole numbers >= 0 separated by commas, one per pipeline chunk");
+      }
+      l.stage_layers.push_back(static_cast<int>(n));
+    }
+  }
   auto tier = [&](const std::string& flag) {
     const std::string t = f.Str(flag);
     return t == "cpu" ? Offload::kCpu : t == "nvme" ? Offload::kNvme : t == "none" ? Offload::kNone
@@ -463,7 +476,7 @@ int main(int argc, char** argv) {
       // These describe one layout; plan and --sweep enumerate every layout, so they would be ignored.
       for (const char* k : {"design", "schedule", "tp", "pp", "dp", "zero", "v", "u", "micro-batch", "prefetch", "sp",
                             "zero1", "dp-outer", "recompute", "reduce-fp32", "offload", "offload-params",
-                            "offload-activations"}) {
+                            "offload-activations", "stage-layers"}) {
         if (f.Has(k)) {
           throw std::invalid_argument(absl::StrCat("--", k, ": sets one layout, for --predict or --estimate-memory; "
                                                    "plan enumerates every layout (--designs picks designs)"));

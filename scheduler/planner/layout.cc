@@ -1,6 +1,9 @@
 #include "scheduler/planner/layout.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace zeropp {
 namespace planner {
@@ -48,6 +51,9 @@ std::string Layout::Name() const {
   if (recompute) absl::StrAppend(&n, "_rc");
   if (reduce_fp32) absl::StrAppend(&n, "_rf32");
   if (grad_accumulation == GradAccumulation::kAutograd) absl::StrAppend(&n, "_gaut");
+  if (grad_accumulation == GradAccumulation::kFp32Add) absl::StrAppend(&n, "_gf32");
+  if (zero1_allreduce) absl::StrAppend(&n, "_z1ar");
+  if (!stage_layers.empty()) absl::StrAppend(&n, "_sl", absl::StrJoin(stage_layers, "-"));
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
   if (params_offload != Offload::kNone) absl::StrAppend(&n, "_poff", OffloadName(params_offload));
   if (activations_offload != Offload::kNone) absl::StrAppend(&n, "_aoff", OffloadName(activations_offload));
@@ -99,14 +105,27 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return "reduce_fp32 is a ZeRO design's option (3D reduces its fp32 main gradients already)";
   }
   if (grad_accumulation != GradAccumulation::kFused && design != Design::k3D) {
-    return "grad_accumulation(autograd) is a 3D executor's option (the ZeRO designs accumulate as zeropp's "
-           "engine does)";
+    return absl::StrCat("grad_accumulation(", grad_accumulation == GradAccumulation::kAutograd ? "autograd" : "fp32_add",
+                        ") is a 3D executor's option (the ZeRO designs accumulate as zeropp's engine does)");
+  }
+  if (zero1_allreduce && (design != Design::k3D || !zero1)) {
+    return "zero1_allreduce is a 3D option of the distributed optimizer: it needs zero1";
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";
   }
-  if (m.layers % (pp * v) != 0) {
-    return absl::StrCat("pp(", pp, ")*v(", v, ")=", pp * v, " must divide layers(", m.layers, ")");
+  if (!stage_layers.empty()) {
+    int sum = 0;
+    for (int n : stage_layers) sum += n;
+    const auto fewest = *std::min_element(stage_layers.begin(), stage_layers.end());
+    if (design == Design::kZero3 || static_cast<int>(stage_layers.size()) != pp * v || sum != m.layers ||
+        fewest < 0) {
+      return absl::StrCat("stage_layers(", absl::StrJoin(stage_layers, ","), ") must give each of the pp(", pp,
+                          ")*v(", v, ")=", pp * v, " pipeline chunks 0 or more layers, ", m.layers, " in all");
+    }
+  } else if (m.layers % (pp * v) != 0) {
+    return absl::StrCat("pp(", pp, ")*v(", v, ")=", pp * v, " must divide layers(", m.layers,
+                        ") (or stage_layers must say each chunk's)");
   }
   const int per_step = dp * zero * micro_batch;
   if (global_batch % per_step != 0) {
@@ -144,8 +163,10 @@ std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l) {
     return out;
   }
   const int stages = l.pp * l.v;
-  const double layers = static_cast<double>(m.layers) / stages;
-  out.assign(stages, ChunkShape{layers, layers * m.LayerParameters(), layers});
+  for (int c = 0; c < stages; ++c) {
+    const double layers = l.stage_layers.empty() ? static_cast<double>(m.layers) / stages : l.stage_layers.at(c);
+    out.push_back({layers, layers * m.LayerParameters(), layers});
+  }
   out.front().params += embedding + norm;
   out.front().units += 1;  // the embedding
   if (!m.tied_embedding || stages > 1) out.back().params += table;

@@ -55,8 +55,20 @@ struct Layout {
   // and PyTorch's AccumulateGrad adds it into the parameter's .grad from the second micro-batch on
   // (read both, write the sum: 6 bytes a parameter), as Megatron-LM of 2021 with fp16 and DeepSpeed's
   // pipeline engine of 2021 did; memory-bound work in each W. Only published cases set it.
-  enum class GradAccumulation { kFused, kAutograd };
+  // kFp32Add: the GEMM writes a new 16-bit gradient after every micro-batch's backward, which is
+  // cast to fp32 and added into an fp32 gradient buffer (DeepSpeed's BF16_Optimizer of 2022,
+  // update_hp_grads: read 2 and write 4 bytes to cast, read 4 + 4 and write 4 to add: 18 bytes a
+  // parameter in every micro-batch); the 16-bit gradients take memory beside the fp32 ones.
+  enum class GradAccumulation { kFused, kAutograd, kFp32Add };
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
+  // 3D with zero1: the replicas all-reduce the whole fp32 gradient, then each steps its 1/dp and
+  // all-gathers the 16-bit parameters (DeepSpeed's BF16_Optimizer); false: reduce-scatter (Megatron's
+  // distributed optimizer).
+  bool zero1_allreduce = false;
+  // Layers of each pipeline chunk (virtual stage c * pp + r, pp * v entries summing to the model's
+  // layers) when they are not split evenly, e.g. DeepSpeed's partition_method 'type:transformer|
+  // embedding', which counts each embedding copy as a layer; empty: layers / (pp * v) each.
+  std::vector<int> stage_layers;
   Offload offload = Offload::kNone;  // optimizer state and fp32 master (not 3D)
   // The parameters themselves (ZeRO-Infinity; zeropp's offload.params): the compute shard, the
   // fp32 master and the gradient shard live off the device, each gather first brings the rank's

@@ -39,7 +39,12 @@ double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_byte
 }
 
 double StageParameters(const ModelShape& m, const Layout& l, int rank) {
-  double p = static_cast<double>(m.layers) / l.pp * m.LayerParameters();
+  double layers = static_cast<double>(m.layers) / l.pp;
+  if (!l.stage_layers.empty()) {  // this rank's chunks c * pp + rank
+    layers = 0;
+    for (size_t c = rank; c < l.stage_layers.size(); c += l.pp) layers += l.stage_layers[c];
+  }
+  double p = layers * m.LayerParameters();
   const double table = static_cast<double>(m.vocab) * m.hidden;
   const double rest = m.EmbeddingParameters() - table * (m.tied_embedding ? 1 : 2);  // positions, final norm
   if (rank == 0) p += table + rest;
@@ -70,7 +75,8 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   if (l.design == Design::k3D) {
     const double own = stage / l.tp;
     b.params = vb * own;
-    b.grads = 4 * own;
+    // fp32 main gradients, and the 16-bit ones beside them where the backward writes those first.
+    b.grads = (l.grad_accumulation == Layout::GradAccumulation::kFp32Add ? 4.0 + vb : 4.0) * own;
     b.optimizer = (bf16 ? 12.0 : 8.0) * own / (l.zero1 ? l.dp : 1);
   } else {
     const double shard = stage / l.zero, z1 = l.zero1 ? l.dp : 1;

@@ -44,7 +44,8 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   double reduce = 0;
   if (l.dp > 1) {
     if (l.zero1) {
-      reduce = CollectiveSeconds(hw, CollectiveKind::kReduceScatter, own * grad_bytes_per_param, l.dp, rpn) +
+      const CollectiveKind grads = l.zero1_allreduce ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+      reduce = CollectiveSeconds(hw, grads, own * grad_bytes_per_param, l.dp, rpn) +
                CollectiveSeconds(hw, CollectiveKind::kAllGather, own * hw.value_bytes, l.dp, rpn);
     } else {
       reduce = CollectiveSeconds(hw, CollectiveKind::kAllReduce, own * grad_bytes_per_param, l.dp, rpn);
@@ -53,8 +54,23 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   if (l.design == Design::k3D && l.sequence_parallel && l.tp > 1) {
     // Replicated tensors' partial gradients (cost_model.h, kReplicatedTensorsPerLayer), per stage
     // its layers' and the final norm's two.
-    const double tensors = kReplicatedTensorsPerLayer * std::ceil(static_cast<double>(m.layers) / l.pp) + 2;
+    double most = std::ceil(static_cast<double>(m.layers) / l.pp);
+    if (!l.stage_layers.empty()) {  // the rank with the most layers over its chunks c * pp + r
+      std::vector<double> per_rank(l.pp, 0.0);
+      for (size_t c = 0; c < l.stage_layers.size(); ++c) per_rank[c % l.pp] += l.stage_layers[c];
+      most = *std::max_element(per_rank.begin(), per_rank.end());
+    }
+    const double tensors = kReplicatedTensorsPerLayer * most + 2;
     reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp);
+  }
+  if (l.design == Design::k3D && m.tied_embedding && l.pp > 1) {
+    // The tied table's gradient (this rank's vocabulary slice) summed between the first stage's
+    // embedding and the last stage's head, as Megatron-LM and DeepSpeed's pipeline engine do after
+    // the backward; the two stages are (pp - 1) pipeline strides apart.
+    const int pipeline_stride = l.dp_outer ? l.tp : l.tp * l.dp;
+    const double table = static_cast<double>(m.vocab) * m.hidden / l.tp;
+    reduce += CollectiveSeconds(hw, CollectiveKind::kAllReduce, table * grad_bytes_per_param, 2,
+                                RanksPerNode(2, (l.pp - 1) * pipeline_stride, g));
   }
   const double stepped = own / (l.zero1 ? l.dp : 1);
   const double optim =
@@ -179,6 +195,14 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     for (size_t i = 0; i < chunks.size(); ++i) {
       c.virtual_stage_extra[i].backward_weight_s +=
           later * chunks[i].params / l.tp * 3 * 2.0 / hw.ElementwiseBytesPerSecond() * co.compute_scale;
+    }
+  }
+  // kFp32Add: every micro-batch's 16-bit gradients cast to fp32 (read them, write 4 bytes) and
+  // added into the fp32 gradients (read both, write the sum).
+  if (l.grad_accumulation == Layout::GradAccumulation::kFp32Add) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      c.virtual_stage_extra[i].backward_weight_s +=
+          chunks[i].params / l.tp * (hw.value_bytes + 16.0) / hw.ElementwiseBytesPerSecond() * co.compute_scale;
     }
   }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
