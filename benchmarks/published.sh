@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ./zpp bench published: the planner's predictor against published iteration times of large
 # training runs (benchmarks/published/*.json: Megatron-LM SC21 Table 1, Korthikanti et al. 2022
-# Table 4, MT-NLG 530B, MosaicML's FSDP runs of MPT, torchtitan's FSDP2 runs of Llama), calibrated only from the hardware
-# description; ends with RESULT lines (mean absolute error, target 15%; worst case, target 25%).
+# Table 4, MT-NLG 530B, MosaicML's FSDP runs of MPT, torchtitan's FSDP2 runs of Llama, BigScience's
+# BLOOM-176B), calibrated only from the hardware description; ends with RESULT lines (mean absolute
+# error, target 15%; worst case, target 25%).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //benchmarks:published_validation

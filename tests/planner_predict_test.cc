@@ -146,6 +146,11 @@ TEST(Planner, RankOrderPicksTheReplicasLink) {
   z.design = Design::kZeroPP;
   z.pp = 2, z.zero = 4, z.u = 2, z.dp_outer = true;
   EXPECT_NE(z.Check(m, 8, 4, 32).find("dp_outer is a 3D rank order"), std::string::npos);
+  // ZeroPP over 2 nodes (a stage of zero 4 on each): every rank exchanges the whole table's
+  // gradient, in the compute dtype, with its peer on the other node; no replicas to reduce.
+  z.dp_outer = false;
+  EXPECT_DOUBLE_EQ(Predict(m, z, h, 32).dp_reduce_s,
+                   CollectiveSeconds(h, CollectiveKind::kAllReduce, table / 4 * h.value_bytes, 2, 1));
 }
 // A pipeline design's schedule is one the generators have, and only interleaved takes v > 1 (the
 // others would build a v = 1 schedule while the layout's chunks assumed v).

@@ -63,14 +63,16 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     const double tensors = kReplicatedTensorsPerLayer * most + 2;
     reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp);
   }
-  if (l.design == Design::k3D && m.tied_embedding && l.pp > 1) {
-    // The tied table's gradient (this rank's vocabulary slice) summed between the first stage's
-    // embedding and the last stage's head, as Megatron-LM and DeepSpeed's pipeline engine do after
-    // the backward; the two stages are (pp - 1) pipeline strides apart.
-    const int pipeline_stride = l.dp_outer ? l.tp : l.tp * l.dp;
+  if (m.tied_embedding && l.pp > 1) {
+    // The tied table's gradient summed between the first stage's embedding and the last stage's
+    // head after the backward, an all-reduce of 2 ranks as Megatron-LM and DeepSpeed's pipeline
+    // engine run it (zeropp's executor sends both copies at once: one latency less). 3D: each rank
+    // its vocabulary slice; the ZeRO designs: the whole table, unsharded, on every rank of the
+    // stage. Both stages share a node when the whole pipeline fits in one.
+    const int pipeline_stride = l.design == Design::k3D ? (l.dp_outer ? l.tp : l.tp * l.dp) : l.zero;
     const double table = static_cast<double>(m.vocab) * m.hidden / l.tp;
     reduce += CollectiveSeconds(hw, CollectiveKind::kAllReduce, table * grad_bytes_per_param, 2,
-                                RanksPerNode(2, (l.pp - 1) * pipeline_stride, g));
+                                pipeline_stride * l.pp <= g ? 2 : 1);
   }
   const double stepped = own / (l.zero1 ? l.dp : 1);
   const double optim =
