@@ -266,6 +266,9 @@ TEST(Planner, StageLayersSetEachChunksLayersParametersAndCompute) {
   EXPECT_DOUBLE_EQ(same.memory.Total(), even.memory.Total());
   l.stage_layers = {1, 3};
   EXPECT_EQ(l.Name(), "3d_1f1b_tp2_pp2_dp1_b1_sl1-3");
+  l.stage_layers = {1, 3, 3, 1};
+  EXPECT_EQ(l.Name(), "3d_1f1b_tp2_pp2_dp1_b1_sl1-3x2-1");
+  l.stage_layers = {1, 3};
   const std::vector<ChunkShape> chunks = ChunkShapes(m, l);
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_DOUBLE_EQ(chunks[0].layers, 1);
@@ -290,6 +293,47 @@ TEST(Planner, StageLayersSetEachChunksLayersParametersAndCompute) {
   ModelShape odd = m;
   odd.layers = 5;
   EXPECT_EQ(l.Check(odd, 4, 4, 32), "pp(2)*v(1)=2 must divide layers(5) (or stage_layers must say each chunk's)");
+}
+
+// The executor's partition (scheduler::PartitionStages on each unit's multiplied parameters): a
+// head worth 2.5 layers moves a layer off the last of 2 stages: [E L L L] [L N H] costs at most
+// 3.5 layers, against 4.5 for [E L L] [L L N H] and 4 for [E L L L L] [N H].
+TEST(Planner, PipelinesSplitTheirLayersAsTheExecutorDoes) {
+  ModelShape big_head = Small();
+  big_head.vocab = static_cast<int>(std::lround(2.5 * big_head.LayerParameters() / big_head.hidden));
+  const double head = static_cast<double>(big_head.vocab) * big_head.hidden / big_head.LayerParameters();
+  ASSERT_GT(head, 2.2);
+  ASSERT_LT(head, 2.8);
+  EXPECT_EQ(EngineStageLayers(big_head, 2), (std::vector<int>{3, 1}));
+  EXPECT_EQ(EngineStageLayers(Small(), 2), (std::vector<int>{2, 2}));
+  EXPECT_EQ(EngineStageLayers(Small(), 4), (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_TRUE(EngineStageLayers(Small(), 8).empty());  // 7 units, 8 stages
+  // ZeRO designs take the engine's split; the even one stays implicit.
+  Layout z;
+  z.design = Design::kZeroPP;
+  z.pp = 2, z.zero = 2, z.u = 2;
+  Layout even = z;
+  PartitionAsExecuted(Small(), &even);
+  EXPECT_TRUE(even.stage_layers.empty());
+  PartitionAsExecuted(big_head, &z);
+  EXPECT_EQ(z.stage_layers, (std::vector<int>{3, 1}));
+  EXPECT_EQ(z.Check(big_head, 4, 4, 32), "");
+  // 3D splits evenly where it can (Megatron-LM), and as the executor does where it cannot.
+  Layout d = Tp2(2);
+  PartitionAsExecuted(big_head, &d);
+  EXPECT_TRUE(d.stage_layers.empty());
+  ModelShape five = Small();
+  five.layers = 5;
+  PartitionAsExecuted(five, &d);
+  EXPECT_EQ(d.stage_layers, (std::vector<int>{3, 2}));
+  EXPECT_EQ(d.Check(five, 4, 4, 32), "");
+  // So plan enumerates pipelines whose depth does not divide the layers.
+  PlanRequest q = SmallRequest(8);
+  q.model = five;
+  int uneven = 0;
+  for (const Layout& l : EnumerateLayouts(q)) uneven += l.pp > 1 && !l.stage_layers.empty();
+  EXPECT_GT(uneven, 0);
+  EXPECT_FALSE(Plan(q).fitting.empty());
 }
 
 // A CPU box with more ranks than cores: the simulator shares the cores (each action costed at a

@@ -384,6 +384,7 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
     throw std::invalid_argument(absl::StrCat("--schedule: got '", l.schedule, "', but --design ", f.Str("design"),
                                              " runs only its own schedule (", own, ")"));
   }
+  PartitionAsExecuted(q.model, &l);  // without --stage-layers: as the executor would split the layers
   const std::string why = l.Check(q.model, q.devices, q.hardware.devices_per_node, q.global_batch);
   if (!why.empty()) throw std::invalid_argument("layout " + l.Name() + ": " + why);
   return l;

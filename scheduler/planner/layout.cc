@@ -53,7 +53,16 @@ std::string Layout::Name() const {
   if (grad_accumulation == GradAccumulation::kAutograd) absl::StrAppend(&n, "_gaut");
   if (grad_accumulation == GradAccumulation::kFp32Add) absl::StrAppend(&n, "_gf32");
   if (zero1_allreduce) absl::StrAppend(&n, "_z1ar");
-  if (!stage_layers.empty()) absl::StrAppend(&n, "_sl", absl::StrJoin(stage_layers, "-"));
+  if (!stage_layers.empty()) {  // runs of equal chunks as NxK: 5-6x10-5
+    std::vector<std::string> runs;
+    for (size_t i = 0; i < stage_layers.size();) {
+      size_t j = i;
+      while (j < stage_layers.size() && stage_layers[j] == stage_layers[i]) ++j;
+      runs.push_back(j - i > 1 ? absl::StrCat(stage_layers[i], "x", j - i) : absl::StrCat(stage_layers[i]));
+      i = j;
+    }
+    absl::StrAppend(&n, "_sl", absl::StrJoin(runs, "-"));
+  }
   if (offload != Offload::kNone) absl::StrAppend(&n, "_off", OffloadName(offload));
   if (params_offload != Offload::kNone) absl::StrAppend(&n, "_poff", OffloadName(params_offload));
   if (activations_offload != Offload::kNone) absl::StrAppend(&n, "_aoff", OffloadName(activations_offload));
@@ -145,6 +154,7 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
 }  // namespace zeropp
 
 #include "scheduler/generators.h"
+#include "scheduler/stage_partition.h"
 
 namespace zeropp {
 namespace planner {
@@ -172,6 +182,29 @@ std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l) {
   if (!m.tied_embedding || stages > 1) out.back().params += table;
   out.back().units += 2;  // the final norm and the head
   return out;
+}
+
+std::vector<int> EngineStageLayers(const ModelShape& m, int stages) {
+  const double table = static_cast<double>(m.vocab) * m.hidden;
+  std::vector<int64_t> costs = {0};  // the embedding: a lookup
+  for (int i = 0; i < m.layers; ++i) costs.push_back(static_cast<int64_t>(m.LayerParameters()));
+  costs.push_back(static_cast<int64_t>((m.swiglu ? 1.0 : 2.0) * m.hidden));  // the final norm
+  costs.push_back(static_cast<int64_t>(table));                             // the head
+  if (stages < 1 || static_cast<int>(costs.size()) < stages) return {};
+  const std::vector<int> stage = scheduler::PartitionStages(costs, stages, "parameters");
+  std::vector<int> layers(stages, 0);
+  for (int i = 0; i < m.layers; ++i) ++layers[stage[i + 1]];
+  return layers;
+}
+
+void PartitionAsExecuted(const ModelShape& m, Layout* l) {
+  const int stages = l->pp * l->v;
+  if (!l->stage_layers.empty() || l->design == Design::kZero3 || stages < 2) return;
+  const bool even = m.layers % stages == 0;
+  if (l->design == Design::k3D && even) return;
+  std::vector<int> layers = EngineStageLayers(m, stages);
+  if (even && layers == std::vector<int>(stages, m.layers / stages)) return;
+  l->stage_layers = std::move(layers);  // empty (fewer units than stages): Check refuses the layout
 }
 
 scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shape) {

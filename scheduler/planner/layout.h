@@ -109,6 +109,18 @@ struct ChunkShape {
 };
 std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l);
 
+// Each of `stages` pipeline chunks' layers as zeropp's executor partitions the model
+// (scheduler::PartitionStages, "parameters": contiguous units, the most expensive stage as cheap
+// as it can be, a unit costing the parameters it multiplies by: the embedding lookup nothing, each
+// layer its parameters, the final norm its own, the head its table, tied or not). Empty when
+// there are fewer units than stages.
+std::vector<int> EngineStageLayers(const ModelShape& m, int stages);
+// Sets l->stage_layers (when not already given) to the partition the executor would run: zeropp's
+// engine for the ZeRO designs' pipelines (EngineStageLayers; left empty where that is the even
+// split), and for 3D only where the layers do not divide evenly over pp * v chunks (Megatron-LM
+// splits evenly; zeropp's executor, which runs the 3D baseline here, then balances as above).
+void PartitionAsExecuted(const ModelShape& m, Layout* l);
+
 // The schedule IR of a layout with m micro-batches per step (3D: resident stages, no gathers).
 // Throws std::invalid_argument when the generator refuses the numbers.
 scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shape);

@@ -38,7 +38,8 @@ std::string CheckRequest(const PlanRequest& q) {
 std::vector<Layout> EnumerateLayouts(const PlanRequest& q) {
   const int n = q.devices, g = std::min(q.hardware.devices_per_node, q.devices);
   std::vector<Layout> out;
-  auto add = [&](const Layout& l) {
+  auto add = [&](Layout l) {
+    PartitionAsExecuted(q.model, &l);  // pipelines: the layers of each chunk as the executor splits them
     if (l.Check(q.model, n, q.hardware.devices_per_node, q.global_batch).empty()) out.push_back(l);
   };
   for (int b : q.micro_batches) {

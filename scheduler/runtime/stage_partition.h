@@ -1,16 +1,16 @@
-// stage_partition.h: which virtual stage each scheduling unit goes to.
+// stage_partition.h (runtime): the cost of each scheduling unit of a model, the input of
+// PartitionStages (scheduler/stage_partition.h, included here), which decides each unit's stage.
 //
-// Contiguous runs of units, at least one per stage, chosen to minimise the most expensive stage
-// (DeepSpeed's partition_method="parameters" idea, solved exactly by dynamic programming rather
-// than greedily). The cost of a unit is a compute proxy: the parameters its modules multiply by,
-// i.e. every parameter except those of embedding lookups (an embedding costs a gather, not a
-// matmul; a head tied to it does multiply and counts).
+// The cost of a unit is a compute proxy: the parameters its modules multiply by, i.e. every
+// parameter except those of embedding lookups (an embedding costs a gather, not a matmul; a head
+// tied to it does multiply and counts).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
+
+#include "scheduler/stage_partition.h"
 
 namespace torch {
 namespace nn {
@@ -20,10 +20,6 @@ class Module;
 
 namespace zeropp {
 namespace scheduler {
-
-// stage[u] for units with these costs; "uniform" splits by unit count instead (as before).
-// Throws std::invalid_argument when there are fewer units than stages or the method is unknown.
-std::vector<int> PartitionStages(const std::vector<int64_t>& unit_costs, int stages, const std::string& method);
 
 // Compute proxy per unit of a Sequential split at child indices `unit_starts` (see above).
 std::vector<int64_t> UnitCosts(const torch::nn::Module& sequential, const std::vector<int>& unit_starts);
