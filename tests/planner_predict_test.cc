@@ -285,9 +285,10 @@ TEST(Planner, StageLayersSetEachChunksLayersParametersAndCompute) {
   EXPECT_GT(Predict(m, l, h, 32).step_s, even.step_s);  // the 3-layer stage sets the pace
   for (const std::vector<int>& bad : {std::vector<int>{1, 2}, std::vector<int>{4}, std::vector<int>{5, -1}}) {
     l.stage_layers = bad;
-    EXPECT_NE(l.Check(m, 4, 4, 32).find("must give each of the pp(2)*v(1)=2 pipeline chunks 0 or more layers, 4 in all"),
+    const std::string why = l.Check(m, 4, 4, 32);
+    EXPECT_NE(why.find("must give each of the pp(2)*v(1)=2 pipeline chunks 0 or more layers, 4 in all"),
               std::string::npos)
-        << l.Check(m, 4, 4, 32);
+        << why;
   }
   l.stage_layers.clear();
   ModelShape odd = m;

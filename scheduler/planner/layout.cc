@@ -114,7 +114,8 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return "reduce_fp32 is a ZeRO design's option (3D reduces its fp32 main gradients already)";
   }
   if (grad_accumulation != GradAccumulation::kFused && design != Design::k3D) {
-    return absl::StrCat("grad_accumulation(", grad_accumulation == GradAccumulation::kAutograd ? "autograd" : "fp32_add",
+    const char* how = grad_accumulation == GradAccumulation::kAutograd ? "autograd" : "fp32_add";
+    return absl::StrCat("grad_accumulation(", how,
                         ") is a 3D executor's option (the ZeRO designs accumulate as zeropp's engine does)");
   }
   if (zero1_allreduce && (design != Design::k3D || !zero1)) {
