@@ -107,6 +107,25 @@ TEST(Planner, EnumeratesEveryDesignAndRanksByStepTime) {
   for (size_t i = 1; i < r.fitting.size(); ++i) EXPECT_LE(r.fitting[i - 1].step_s, r.fitting[i].step_s);
   for (Design d : q.designs) EXPECT_NE(BestOf(r, d), nullptr) << DesignName(d);
 }
+// Plan evaluates layouts on several threads and merges them in enumeration order: the same result
+// as one thread, whatever the count.
+TEST(Planner, ThreadsDoNotChangeThePlan) {
+  PlanRequest q = SmallRequest(8);
+  q.threads = 1;
+  const PlanResult one = Plan(q);
+  q.threads = 3;
+  const PlanResult three = Plan(q);
+  EXPECT_EQ(three.considered, one.considered);
+  EXPECT_EQ(three.over_memory, one.over_memory);
+  EXPECT_EQ(three.smallest_memory, one.smallest_memory);
+  EXPECT_EQ(three.smallest_layout, one.smallest_layout);
+  ASSERT_EQ(three.fitting.size(), one.fitting.size());
+  ASSERT_GT(one.fitting.size(), 3u);
+  for (size_t i = 0; i < one.fitting.size(); ++i) {
+    EXPECT_EQ(three.fitting[i].layout.Name(), one.fitting[i].layout.Name()) << i;
+    EXPECT_EQ(three.fitting[i].step_s, one.fitting[i].step_s) << i;
+  }
+}
 // Rank order decides the link class: tp, dp, pp keeps the 4 replicas of a stage on one node (their
 // gradient all-reduce on the intra-node link, the stages on different nodes); tp, pp, dp
 // (dp_outer) puts both stages on one node and spreads each stage's replicas over 2 nodes. The tied

@@ -1,7 +1,12 @@
 #include "scheduler/planner/planner.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -123,7 +128,19 @@ PlanResult Plan(const PlanRequest& q) {
   // job is smaller than a node (one GPU gets the whole host).
   const double host_per_device =
       q.hardware.host_capacity_bytes / std::max(1, std::min(q.hardware.devices_per_node, q.devices));
-  for (Layout l : EnumerateLayouts(q)) {
+  // Each layout is tried on its own (pure functions of the request), on up to q.threads threads;
+  // the outcomes are merged in enumeration order, so the result is the same on any thread count.
+  struct Outcome {
+    int considered = 0, over_memory = 0;
+    double smallest_memory = 0;
+    std::string smallest_layout;
+    std::optional<Prediction> fitting;
+  };
+  const std::vector<Layout> layouts = EnumerateLayouts(q);
+  std::vector<Outcome> outcomes(layouts.size());
+  auto evaluate = [&](size_t i) {
+    Outcome& out = outcomes[i];
+    Layout l = layouts[i];
     // The first way that fits, in this order (each moves more off the device, and as a rule costs
     // more): as it is, then recomputing, then offloading (ZeRO designs) the optimizer state to host
     // memory and then to NVMe, each without and with recomputation; then (ZeRO-3, recomputing) the
@@ -154,18 +171,46 @@ PlanResult Plan(const PlanRequest& q) {
       } catch (const std::invalid_argument&) {
         break;  // a generator refused these numbers (e.g. ZeroPP's unit constraints)
       }
-      res.considered++;
-      if (res.smallest_memory == 0 || mem.Total() < res.smallest_memory) {
-        res.smallest_memory = mem.Total();
-        res.smallest_layout = l.Name();
+      out.considered++;
+      if (out.smallest_memory == 0 || mem.Total() < out.smallest_memory) {
+        out.smallest_memory = mem.Total();
+        out.smallest_layout = l.Name();
       }
       if (mem.Total() > capacity || (host_per_device > 0 && mem.host > host_per_device)) {
-        res.over_memory++;
+        out.over_memory++;
         continue;
       }
-      res.fitting.push_back(Predict(q.model, l, q.hardware, q.global_batch));
+      out.fitting = Predict(q.model, l, q.hardware, q.global_batch);
       break;
     }
+  };
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min<size_t>(layouts.size(), q.threads > 0 ? q.threads : cores);
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(std::max<size_t>(threads, 1));
+  auto work = [&](size_t w) {
+    try {
+      for (size_t i = next++; i < layouts.size(); i = next++) evaluate(i);
+    } catch (...) {
+      errors[w] = std::current_exception();
+      next = layouts.size();  // the others stop at their next layout
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < threads; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (Outcome& o : outcomes) {
+    res.considered += o.considered;
+    res.over_memory += o.over_memory;
+    if (o.considered > 0 && (res.smallest_memory == 0 || o.smallest_memory < res.smallest_memory)) {
+      res.smallest_memory = o.smallest_memory;
+      res.smallest_layout = o.smallest_layout;
+    }
+    if (o.fitting) res.fitting.push_back(std::move(*o.fitting));
   }
   std::sort(res.fitting.begin(), res.fitting.end(),
             [](const Prediction& a, const Prediction& b) { return a.step_s < b.step_s; });

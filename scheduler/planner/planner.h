@@ -29,6 +29,7 @@ struct PlanRequest {
   std::vector<int> micro_batches = {1, 2, 4};
   std::vector<int> chunks = {1, 2};           // v for interleaved and ZeroPP
   bool offload = true;                        // try offload (optimizer, then parameters) where nothing else fits
+  int threads = 0;                            // layouts evaluated at once (0: one per core); same result on any
 };
 
 struct PlanResult {
