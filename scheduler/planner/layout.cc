@@ -185,6 +185,13 @@ std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l) {
   return out;
 }
 
+double RankLayers(const ModelShape& m, const Layout& l, int rank) {
+  if (l.stage_layers.empty()) return static_cast<double>(m.layers) / l.pp;
+  double layers = 0;
+  for (size_t c = rank; c < l.stage_layers.size(); c += l.pp) layers += l.stage_layers[c];
+  return layers;
+}
+
 std::vector<int> EngineStageLayers(const ModelShape& m, int stages) {
   const double table = static_cast<double>(m.vocab) * m.hidden;
   std::vector<int64_t> costs = {0};  // the embedding: a lookup

@@ -108,6 +108,8 @@ struct ChunkShape {
   double units = 1;
 };
 std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l);
+// The layers pipeline rank `rank` holds over its chunks c * pp + rank (layers / pp when split evenly).
+double RankLayers(const ModelShape& m, const Layout& l, int rank);
 
 // Each of `stages` pipeline chunks' layers as zeropp's executor partitions the model
 // (scheduler::PartitionStages, "parameters": contiguous units, the most expensive stage as cheap

@@ -39,12 +39,7 @@ double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_byte
 }
 
 double StageParameters(const ModelShape& m, const Layout& l, int rank) {
-  double layers = static_cast<double>(m.layers) / l.pp;
-  if (!l.stage_layers.empty()) {  // this rank's chunks c * pp + rank
-    layers = 0;
-    for (size_t c = rank; c < l.stage_layers.size(); c += l.pp) layers += l.stage_layers[c];
-  }
-  double p = layers * m.LayerParameters();
+  double p = RankLayers(m, l, rank) * m.LayerParameters();
   const double table = static_cast<double>(m.vocab) * m.hidden;
   const double rest = m.EmbeddingParameters() - table * (m.tied_embedding ? 1 : 2);  // positions, final norm
   if (rank == 0) p += table + rest;

@@ -54,13 +54,9 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
   if (l.design == Design::k3D && l.sequence_parallel && l.tp > 1) {
     // Replicated tensors' partial gradients (cost_model.h, kReplicatedTensorsPerLayer), per stage
     // its layers' and the final norm's two.
-    double most = std::ceil(static_cast<double>(m.layers) / l.pp);
-    if (!l.stage_layers.empty()) {  // the rank with the most layers over its chunks c * pp + r
-      std::vector<double> per_rank(l.pp, 0.0);
-      for (size_t c = 0; c < l.stage_layers.size(); ++c) per_rank[c % l.pp] += l.stage_layers[c];
-      most = *std::max_element(per_rank.begin(), per_rank.end());
-    }
-    const double tensors = kReplicatedTensorsPerLayer * most + 2;
+    double most = 0;  // the rank with the most layers
+    for (int r = 0; r < l.pp; ++r) most = std::max(most, RankLayers(m, l, r));
+    const double tensors = kReplicatedTensorsPerLayer * std::ceil(most) + 2;
     reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp);
   }
   if (m.tied_embedding && l.pp > 1) {
