@@ -14,17 +14,13 @@
 #include "scheduler/planner/planner.h"
 #include "scheduler/planner/predictor.h"
 #include "scheduler/simulator.h"
-#include "tests/planner_fixtures.h"
+#include "tests/planner_layouts.h"
 
 namespace zeropp {
 namespace planner {
 namespace {
 
-using fixtures::Small;
-using fixtures::SmallRequest;
-using fixtures::Toy;
-using fixtures::Tp2;
-using fixtures::Zero3Over4;
+using namespace fixtures;  // Small, Toy, SmallRequest, Tp2, Zero3Over4
 
 // A pipeline design's schedule is one the generators have, and only interleaved takes v > 1 (the
 // others would build a v = 1 schedule while the layout's chunks assumed v).

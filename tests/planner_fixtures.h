@@ -1,14 +1,12 @@
 // planner_fixtures.h: the small hardware description and model the planner tests compute by hand
-// (planner_test.cc, planner_predict_test.cc, planner_executor_test.cc and planner_offload_test.cc,
-// one test binary), helpers that add fields to that description, and the layouts they share.
+// (planner_test, op_profile_test), and helpers that add fields to that description. The layouts
+// and plan request the whole-layout tests share are in planner_layouts.h.
 #pragma once
 
 #include <string>
 
 #include "scheduler/planner/hardware.h"
-#include "scheduler/planner/layout.h"
 #include "scheduler/planner/model_shape.h"
-#include "scheduler/planner/planner.h"
 
 namespace zeropp {
 namespace planner {
@@ -45,32 +43,6 @@ inline ModelShape Small() {
   m.tied_embedding = true;
   m.flash_attention = false;
   return m;
-}
-
-// ZeRO-3 over 4 devices (one node of the toy description).
-inline Layout Zero3Over4() {
-  Layout l;
-  l.design = Design::kZero3;
-  l.schedule = "zero3";
-  l.zero = 4;
-  return l;
-}
-
-// 3D: tp 2 x pp `pp`, one replica.
-inline Layout Tp2(int pp) {
-  Layout l;
-  l.design = Design::k3D;
-  l.tp = 2, l.pp = pp, l.dp = 1;
-  return l;
-}
-
-inline PlanRequest SmallRequest(int devices) {
-  PlanRequest q;
-  q.model = Small();
-  q.hardware = Toy();
-  q.devices = devices;
-  q.global_batch = 32;
-  return q;
 }
 
 }  // namespace fixtures

@@ -12,17 +12,13 @@
 #include "scheduler/planner/planner.h"
 #include "scheduler/planner/predictor.h"
 #include "scheduler/simulator.h"
-#include "tests/planner_fixtures.h"
+#include "tests/planner_layouts.h"
 
 namespace zeropp {
 namespace planner {
 namespace {
 
-using fixtures::Small;
-using fixtures::SmallRequest;
-using fixtures::Toy;
-using fixtures::Tp2;
-using fixtures::Zero3Over4;
+using namespace fixtures;  // Small, Toy, SmallRequest, Tp2, Zero3Over4
 
 // Optimizer offload (ZeRO designs): master and moments leave the device for host memory (cpu) or
 // NVMe files, and the step's tail is the slowest of three pipelined streams, by hand from the

@@ -17,17 +17,13 @@
 #include "scheduler/planner/predictor.h"
 #include "scheduler/simulator.h"
 #include "scheduler/validator.h"
-#include "tests/planner_fixtures.h"
+#include "tests/planner_layouts.h"
 
 namespace zeropp {
 namespace planner {
 namespace {
 
-using fixtures::Small;
-using fixtures::SmallRequest;
-using fixtures::Toy;
-using fixtures::Tp2;
-using fixtures::Zero3Over4;
+using namespace fixtures;  // Small, Toy, SmallRequest, Tp2, Zero3Over4
 
 // ZeRO-3 is predicted on zeropp's own units (one per child: embedding, each layer, final norm,
 // tied head needing the embedding), so its traffic is the engine's. By hand, per micro-batch with
