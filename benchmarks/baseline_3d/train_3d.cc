@@ -4,7 +4,8 @@
 // (rank g is TP rank g % T of the group {g - g % T, ...}: inside a node), pipeline and data
 // parallelism over the rest by zeropp's own schedule IR, executor and engine (ZeRO-1 across
 // replicas with --dp-mode zero1). Ends with the train job's BENCH and DONE lines, plus the TP
-// group's counted bytes per step.
+// group's counted bytes per step. --profile-ops prints each rank's OPS line as tools/train
+// does (zeropp/cli/op_profile.h), beside which `plan --predict --design 3d` prints its charge.
 //   zpp run --nproc-per-node 4 -- train_3d --tp 2 --pp 2 --schedule 1f1b --width 256 ...
 #include <algorithm>
 #include <chrono>
@@ -29,6 +30,7 @@
 #include "zeropp/backend_factory.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/cli/loopback_bound.h"
+#include "zeropp/cli/op_profile.h"
 #include "zeropp/cli/proc_status.h"
 #include "zeropp/host_allocator.h"
 #include "zeropp/zeropp.h"
@@ -49,6 +51,7 @@ struct Config {
   std::string data_dir = "/usr/share/common-licenses";
   int threads = 1, tp = 1;
   bool sp = false;
+  bool profile_ops = false;  // each rank's operator time by kind, over the steps after the first
 };
 
 Config Parse(int argc, char** argv) {
@@ -99,11 +102,18 @@ Config Parse(int argc, char** argv) {
       c.sp = true;
       continue;
     }
+    if (a == "--profile-ops") {  // as tools/train: bare, or followed by true|false
+      c.profile_ops = true;
+      if (i + 1 < argc && (std::string(argv[i + 1]) == "true" || std::string(argv[i + 1]) == "false")) {
+        c.profile_ops = std::string(argv[++i]) == "true";
+      }
+      continue;
+    }
     auto it = a.rfind("--", 0) == 0 ? table.find(a.substr(2)) : table.end();
     if (it == table.end()) {
       std::string names;
       for (const auto& kv : table) names += (names.empty() ? "" : ", ") + kv.first;
-      throw std::invalid_argument("unknown setting '" + a + "'; expected one of: " + names + ", sp");
+      throw std::invalid_argument("unknown setting '" + a + "'; expected one of: " + names + ", sp, profile-ops");
     }
     if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value");
     it->second(argv[++i]);
@@ -182,6 +192,7 @@ int Main(int argc, char** argv) {
   double first = 0, last = 0;
   int64_t lo0 = 0, wait_us = 0, counted = 0, tp_counted = 0;
   double tp_wait_s = 0;
+  cli::OpProfiler op_profiler;  // --profile-ops
   ResetHostTensorPeak();  // training's peak, after set-up
   auto t0 = std::chrono::steady_clock::now(), tb = t0;
   for (int64_t step = 0; step < cfg.steps; ++step) {
@@ -197,7 +208,12 @@ int Main(int argc, char** argv) {
     }
     const CommStats tp0 = tpc.Stats(), pp0 = trainer.groups().pp().Stats();
     const double tp_wait0 = baseline3d::TpWaitSeconds();
+    if (cfg.profile_ops && step == 1) op_profiler.Start(/*cuda=*/false);  // the first step warms up
     StepResult r = trainer.Step(xs, ys, loss_fn);
+    if (cfg.profile_ops && step >= 1 && step + 1 == cfg.steps) {
+      std::printf("%s\n", cli::FormatOpTotals(op_profiler.Stop(), env.rank, static_cast<int>(step)).c_str());
+      std::fflush(stdout);
+    }
     if (cfg.bench_warmup > 0 && step >= cfg.bench_warmup) {
       tp_counted += tpc.Stats().Since(tp0).TotalSent();
       tp_wait_s += baseline3d::TpWaitSeconds() - tp_wait0;
