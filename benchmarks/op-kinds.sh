@@ -10,10 +10,12 @@
 # runs, which keep every core busy.
 #   ./zpp bench op-kinds [--hardware FILE]   (default scheduler/planner/hardware/cpu-local.json;
 #                                             calibrate first on a new machine)
-#   ./zpp bench op-kinds --tp T              the 3D baseline's tensor parallelism instead: T ranks
-#       (benchmarks/baseline_3d/train_3d --tp T, each rank the same 8 micro-batches of 4), rank 0's
-#       operators beside plan --predict --design 3d --tp T; its TP collectives are communication,
-#       which neither side's compute kinds hold.
+#   ./zpp bench op-kinds --tp T              ZeRO-3 over T ranks, then the 3D baseline's tp T
+#       (benchmarks/baseline_3d/train_3d --tp T) on the same T ranks, each rank the same 8
+#       micro-batches of 4: rank 0's operators of each beside plan --predict, then what tensor
+#       parallelism adds to each kind per matrix-product GFLOP, measured and charged
+#       (benchmarks/op_kinds_tp.py prints the RESULT lines). TP collectives are communication,
+#       which neither side's compute kinds hold; the step less their wait is compared too.
 # RESULT lines: per kind predicted/measured seconds per step (target 0.9-1.1), the step, and the
 # values element-wise operators moved (the planner's pass counts, cost_model.h) against the count
 # from the operators' shapes (zeropp/cli/op_profile.h: every input read, one output written). The
