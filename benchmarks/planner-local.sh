@@ -11,9 +11,11 @@
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
 #                                        from day to day), 13-25 minutes by the machine
-#   ./zpp bench planner-local --from F   the measurements kept in an earlier --fresh output F,
+#   ./zpp bench planner-local --from F [--hardware H]
+#                                        the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware
-#                                        description as committed)
+#                                        description as committed, or H: e.g. a copy with one
+#                                        calibrated field changed, to see what that field moves)
 #   ./zpp bench planner-local --history  every committed --fresh output whose calibration was
 #                                        committed with it and measured the links loaded and idle
 #                                        (r29 on), each predicted again by the current planner
@@ -38,10 +40,16 @@ if (($# == 0)); then
     { echo "planner-local: no committed --fresh output in benchmarks/results/ (run ./zpp bench planner-local --fresh)" >&2; exit 2; }
   set -- --from "$NEWEST"
 fi
+if [[ "$1" == --from && "${3:-}" == --hardware ]]; then
+  [[ $# == 4 && -f "$4" ]] ||
+    { echo "planner-local: --from F --hardware: got '${4:-}', expected one hardware description file" >&2; exit 2; }
+  HW="$4"
+  set -- "$1" "$2"
+fi
 case "$1:$#" in
   --fresh:1 | --from:2 | --history:1 | --cross:1) ;;
   --fresh:* | --history:* | --cross:*) echo "planner-local: $1 takes no value (got: $*)" >&2; exit 2 ;;
-  --from:*) echo "planner-local: --from takes one file (got: $*)" >&2; exit 2 ;;
+  --from:*) echo "planner-local: --from takes one file, then optionally --hardware FILE (got: $*)" >&2; exit 2 ;;
 esac
 case "$1" in
   --fresh)
@@ -74,7 +82,7 @@ case "$1" in
     sed -n 's/^#| //p' "$2" >"$WORK/measured.txt"
     grep -q '^layout  *link' "$WORK/measured.txt" ||
       { echo "planner-local: --from: $2 holds no zeropp-vs-3d table (not a --fresh output?)" >&2; exit 2; }
-    echo "# measurements from $2"
+    echo "# measurements from $2; hardware description $HW"
     python3 benchmarks/planner_local.py --hardware "$HW" --vs3d "$WORK/measured.txt" --pipeline "$WORK/measured.txt" \
       --speed "$WORK/measured.txt"
     ;;
