@@ -168,11 +168,16 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   const double ar = CollectiveSeconds(loaded, CollectiveKind::kAllReduce, act, 2, 2);
   EXPECT_DOUBLE_EQ(c.forward_wait_s, m.layers * 2 * ar);
   EXPECT_DOUBLE_EQ(c.backward_input_wait_s, m.layers * 2 * ar);
-  // With as many cores as ranks nothing is shared and the intra-node link is the measured one.
+  // With as many cores as ranks nothing is shared, but a TP collective still waits for a partner
+  // that computes on the other core: the same fitted link. With cores to spare, the measured idle one.
   const scheduler::CostModel two = BuildCostModel(m, l, box, 2);
   EXPECT_EQ(two.shared_cores, 0);
   EXPECT_FALSE(two.waits_hold_cores);
-  EXPECT_DOUBLE_EQ(two.forward_wait_s, m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
+  EXPECT_DOUBLE_EQ(two.forward_wait_s, m.layers * 2 * ar);
+  Hardware roomy = box;
+  roomy.shared_compute_units = 4;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, roomy, 2).forward_wait_s,
+                   m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
   // ZeRO gathers are prefetched: the unloaded link.
   Layout z;
   z.design = Design::kZero3;

@@ -71,7 +71,8 @@
 //                                their TP waits fitted: the partner must be scheduled to answer);
 //                                tensor-parallel collectives, same-node pipeline receives (with
 //                                intra_node_p2p, see there) and step-end collectives use it there
-//                                (prefetched gathers do not)
+//                                (prefetched gathers do not); tensor-parallel collectives also
+//                                where the ranks just fill the cores (a partner computes on each)
 //   intra_node_oversubscribed_gather {bandwidth_gbps, latency_us, efficiency}   optional, CPU
 //                                boxes: the same, for a ZeRO group's all-gather of a whole unit
 //                                waited on at once (megabytes, where TP's all-reduces move tens to

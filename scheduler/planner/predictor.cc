@@ -128,6 +128,19 @@ Hardware BlockingLinks(const Hardware& hw, int devices_on_box) {
   return b;
 }
 
+// The description a tensor-parallel collective sees. It blocks its rank until the partner, which
+// computes on the other core, answers; so on a CPU box whose ranks fill its cores it takes the link
+// fitted on the 3D baseline's own TP waits (intra_node_oversubscribed) even where no core is shared.
+// Neither measured link fits that case: over three runs, one tp=2 job alone on a 2-core box waited
+// 2.1-2.8x what the idle loopback's fit gives and 0.63-0.91x what this one gives; its step comes
+// nearer this way (./zpp bench tp-wait-alone, benchmarks/results/tp-wait-alone-2026-11-27.txt).
+Hardware TensorParallelLinks(const Hardware& hw, int devices_on_box) {
+  Hardware t = BlockingLinks(hw, devices_on_box);
+  const bool cores_full = hw.shared_compute_units > 0 && devices_on_box >= hw.shared_compute_units;
+  if (cores_full && hw.intra_oversubscribed.bytes_per_s > 0) t.intra = hw.intra_oversubscribed;
+  return t;
+}
+
 // The link a pipeline transfer between two ranks of one node takes: the blocking link, or on a CPU
 // box that measured intra_node_p2p (a transfer while both ranks compute) the slower of the two in
 // latency and in bandwidth.
@@ -153,9 +166,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   co.micro_batch = l.micro_batch;
   co.compute_scale = hw.compute_overhead;
   co.async_tp_backward = hw.shared_compute_units == 0;  // GPUs: Megatron; a CPU box: benchmarks/baseline_3d
-  const ActionCost layer = LayerCost(m, blocking, co);
-  const ActionCost head = HeadCost(m, blocking, co);
-  const ActionCost embed = EmbeddingCost(m, blocking, co);
+  const Hardware tp_links = TensorParallelLinks(hw, devices_on_box);
+  const ActionCost layer = LayerCost(m, tp_links, co);
+  const ActionCost head = HeadCost(m, tp_links, co);
+  const ActionCost embed = EmbeddingCost(m, tp_links, co);
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
   scheduler::CostModel c;
   c.forward_s = layers_per_stage * layer.forward_s;
@@ -211,7 +225,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   if (l.schedule == "deepspeed" && l.tp > 1 && !l.sequence_parallel) {
     const double whole = c.activation_bytes;
     c.activation_bytes = whole / l.tp;
-    const double regather = CollectiveSeconds(blocking, CollectiveKind::kAllGather, whole, l.tp, l.tp);
+    const double regather = CollectiveSeconds(tp_links, CollectiveKind::kAllGather, whole, l.tp, l.tp);
     c.forward_s += regather, c.forward_wait_s += regather;
     c.backward_input_s += regather, c.backward_input_wait_s += regather, c.backward_s += regather;
   }
