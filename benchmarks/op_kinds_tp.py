@@ -12,14 +12,25 @@ collectives' wait is compared the same way; the wait itself is communication, no
 
   python3 benchmarks/op_kinds_tp.py ZERO3_LOG TP_LOG
 """
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import compare_ops  # noqa: E402  (the OPS and PREDICT lines' key=value parser)
 
 KINDS = ("matmul", "attention", "elementwise", "copy")
 
 
 def fields(line):
-    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.eE+-]+)(?:\s|$)", line)}
+    """The line's numeric key=value fields (compare_ops.fields), as floats."""
+    out = {}
+    for k, v in compare_ops.fields(line).items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            pass  # layout=..., time=host
+    return out
 
 
 def read(path):

@@ -134,8 +134,9 @@ Hardware BlockingLinks(const Hardware& hw, int devices_on_box) {
 // Neither measured link fits that case: over three runs, one tp=2 job alone on a 2-core box waited
 // 2.1-2.8x what the idle loopback's fit gives and 0.63-0.91x what this one gives; its step comes
 // nearer this way (./zpp bench tp-wait-alone, benchmarks/results/tp-wait-alone-2026-11-27.txt).
+// (Where the ranks outnumber the cores this is BlockingLinks' choice too.)
 Hardware TensorParallelLinks(const Hardware& hw, int devices_on_box) {
-  Hardware t = BlockingLinks(hw, devices_on_box);
+  Hardware t = hw;
   const bool cores_full = hw.shared_compute_units > 0 && devices_on_box >= hw.shared_compute_units;
   if (cores_full && hw.intra_oversubscribed.bytes_per_s > 0) t.intra = hw.intra_oversubscribed;
   return t;
