@@ -178,6 +178,25 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   roomy.shared_compute_units = 4;
   EXPECT_DOUBLE_EQ(BuildCostModel(m, l, roomy, 2).forward_wait_s,
                    m.layers * 2 * CollectiveSeconds(box, CollectiveKind::kAllReduce, act, 2, 2));
+  // A box that fitted a TP link of its own for ranks that just fill its cores: that link at 2 ranks
+  // (the layers' all-reduces, and at the step's end the sequence-parallel group's all-reduces of its
+  // replicated tensors' gradients: 6 a layer and the final norm's 2, hidden fp32 values each), the
+  // oversubscribed one still at 4.
+  Hardware filled = box;
+  filled.intra_tp_filled = {0.5e9, 400e-6, 1};
+  Hardware filled_ring = box;
+  filled_ring.intra = filled.intra_tp_filled;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, filled, 2).forward_wait_s,
+                   m.layers * 2 * CollectiveSeconds(filled_ring, CollectiveKind::kAllReduce, act, 2, 2));
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, filled, 4).forward_wait_s, m.layers * 2 * ar);
+  Layout sp = l;
+  sp.dp = 1, sp.sequence_parallel = true;
+  const double replicated_grads = (kReplicatedTensorsPerLayer * m.layers + 2) *
+                                  CollectiveSeconds(filled_ring, CollectiveKind::kAllReduce, m.hidden * 4.0, 2, 2);
+  EXPECT_DOUBLE_EQ(Predict(m, sp, filled, 8).dp_reduce_s, replicated_grads);
+  EXPECT_DOUBLE_EQ(Predict(m, sp, box, 8).dp_reduce_s,  // without it: the oversubscribed link's
+                   (kReplicatedTensorsPerLayer * m.layers + 2) *
+                       CollectiveSeconds(loaded, CollectiveKind::kAllReduce, m.hidden * 4.0, 2, 2));
   // ZeRO gathers are prefetched: the unloaded link.
   Layout z;
   z.design = Design::kZero3;

@@ -91,6 +91,9 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   // A pipeline transfer inside the box while its ranks compute: absent, none.
   EXPECT_EQ(h.intra_p2p.bytes_per_s, 0);
   optional_link(kHw, "intra_node_p2p", &Hardware::intra_p2p);
+  // A tensor-parallel collective while the ranks just fill the cores: absent, none.
+  EXPECT_EQ(h.intra_tp_filled.bytes_per_s, 0);
+  optional_link(kHw, "intra_node_tp_filled", &Hardware::intra_tp_filled);
   over.replace(over.find("1.05"), 4, "0.5");
   EXPECT_THROW(ParseHardware(over, "over.json"), std::invalid_argument);
   EXPECT_THROW(ParseHardware("{", "x"), std::invalid_argument);

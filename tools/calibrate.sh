@@ -41,10 +41,11 @@
 #     sequentially in the directory offload uses ($ZPP_OFFLOAD_DIR, default ~/.cache/zeropp-offload,
 #     as ./zpp demo --oversized), best of 3; nvme_gbps = the harmonic mean of write and read (an
 #     offloaded step moves both);
-#   - blocking collectives inside the box while its ranks outnumber its cores (tools/calibrate_pairs.sh,
+#   - blocking collectives inside the box while its ranks fill or outnumber its cores (tools/calibrate_pairs.sh,
 #     at shapes the validated layouts do not run): two tp=2 training jobs of the 3D baseline at once,
 #     their TP waits fitted (intra_node_oversubscribed: TP all-reduces, a pipeline's receives), and
-#     two 2-rank ZeRO-3 jobs without prefetch at once, their gather waits fitted
+#     one tp=2 job per two cores, its TP waits fitted (intra_node_tp_filled: TP all-reduces while the
+#     ranks just fill the cores), two 2-rank ZeRO-3 jobs without prefetch at once, their gather waits fitted
 #     (intra_node_oversubscribed_gather: whole units' all-gathers waited on at once), and from those
 #     jobs' traces how much one computation's and one collective's time varies between its runs
 #     (compute_cv, comm_cv: tools/duration_spread.py; the simulator draws each duration around its

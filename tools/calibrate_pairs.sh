@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # tools/calibrate_pairs.sh HW.json: the last step of ./zpp calibrate (tools/calibrate.sh), on its own so
-# that an existing description can be re-measured. It sets the two links a blocking collective sees
-# inside this box while its ranks outnumber its cores:
+# that an existing description can be re-measured. It sets the links a blocking collective sees inside
+# this box while its ranks fill or outnumber its cores:
 #   - intra_node_oversubscribed: tensor-parallel all-reduces (tens to hundreds of KB), from two tp=2
 #     jobs of the 3D baseline at once (benchmarks/baseline_3d, no pipeline, no replicas), each
 #     reporting its ranks' wall time in TP collectives per step (tp_wait_s_per_step);
+#   - intra_node_tp_filled: the same all-reduces while the ranks just fill the cores, from one tp=2
+#     job per two cores (on a 2-core box one job alone); over three runs such a job waited 0.63-0.91x
+#     what intra_node_oversubscribed gives and 2.1-2.8x what the idle loopback's fit gives
+#     (benchmarks/results/tp-wait-alone-2026-11-27.txt);
 #   - intra_node_oversubscribed_gather: a ZeRO group's all-gather of a whole unit (megabytes) waited
 #     on at once, from two 2-rank ZeRO-3 jobs at once without prefetch (tools/train --prefetch 0),
 #     each reporting its ranks' wall time waiting on gathers (PROFILE wait_gather times step_s);
@@ -16,7 +20,7 @@
 #     how much the same computation (a chunk's forward or backward, micro-batch to micro-batch) and
 #     the same collective (kind and size, on the rank's communication track) vary between runs
 #     (tools/duration_spread.py): CostModel::compute_cv, comm_cv.
-# Each kind runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
+# Each kind but tp-filled runs 4 ranks on this box's cores (JOBS jobs of 2 ranks) at three shapes that no layout of
 # ./zpp bench zeropp-vs-3d or ./zpp bench pipeline runs, each shape four times in turn (REPS), its wait
 # the mean over all runs' ranks. The planner gives, for the same job, how the predicted time depends on
 # the link (A * latency + B / bandwidth, A and B read off two predictions
@@ -33,16 +37,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 #
-# A diagnostic, writing nothing: tools/calibrate_pairs.sh HW.json --sweep tp|gather WIDTHxCONTEXTxMB...
-# prints, per shape, "kind width context micro_batch wait_s A B" (the measured wait per step and the
-# unit-link coefficients below), e.g. benchmarks/results/tp-wait-shapes-2026-11-25.txt.
-USAGE="usage: tools/calibrate_pairs.sh HW.json [--sweep tp|gather WIDTHxCONTEXTxMB...]"
+# A diagnostic, writing nothing: tools/calibrate_pairs.sh HW.json --sweep tp|tp-filled|gather
+# WIDTHxCONTEXTxMB... prints, per shape, "kind width context micro_batch wait_s A B" (the measured wait
+# per step and the unit-link coefficients below), e.g. benchmarks/results/tp-wait-shapes-2026-11-25.txt.
+# tools/calibrate_pairs.sh HW.json --only tp-filled measures and sets intra_node_tp_filled alone.
+USAGE="usage: tools/calibrate_pairs.sh HW.json [--sweep tp|tp-filled|gather WIDTHxCONTEXTxMB... | --only tp-filled]"
 OUT="${1:?$USAGE}"
 [[ -f "$OUT" ]] || { echo "calibrate_pairs: '$OUT' does not exist (run ./zpp calibrate first)" >&2; exit 2; }
-SWEEP_KIND="" SWEEP_SHAPES=()
-if (($# > 1)); then
-  [[ "$2" == --sweep && ("${3:-}" == tp || "${3:-}" == gather) && $# -gt 3 ]] ||
-    { echo "calibrate_pairs: got '${*:2}' after HW.json, expected --sweep tp|gather WIDTHxCONTEXTxMB..." >&2; exit 2; }
+SWEEP_KIND="" SWEEP_SHAPES=() ONLY=""
+if (($# == 3)) && [[ "$2" == --only ]]; then
+  [[ "$3" == tp-filled ]] || { echo "calibrate_pairs: --only: got '$3', expected tp-filled" >&2; exit 2; }
+  ONLY=$3
+elif (($# > 1)); then
+  [[ "$2" == --sweep && ("${3:-}" == tp || "${3:-}" == tp-filled || "${3:-}" == gather) && $# -gt 3 ]] ||
+    { echo "calibrate_pairs: got '${*:2}' after HW.json, expected --sweep tp|tp-filled|gather WIDTHxCONTEXTxMB..." \
+           "or --only tp-filled" >&2; exit 2; }
   SWEEP_KIND=$3 SWEEP_SHAPES=("${@:4}")
   for s in "${SWEEP_SHAPES[@]}"; do
     [[ "$s" =~ ^[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*$ ]] ||
@@ -65,15 +74,17 @@ M=8 DEPTH=4 HEADS=4
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-pairs.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-# measure KIND WIDTH CONTEXT MICRO_BATCH: runs the JOBS jobs at once, REPS times in turn, prints the
-# mean over their ranks of the measured wait per step and the two unit-link coefficients.
+# measure KIND WIDTH CONTEXT MICRO_BATCH: runs the JOBS jobs at once (tp-filled: one per two cores),
+# REPS times in turn, prints the mean over their ranks of the measured wait per step and the two
+# unit-link coefficients.
 measure() {
-  local kind=$1 width=$2 ctx=$3 mb=$4 j p r wait_s link
+  local kind=$1 width=$2 ctx=$3 mb=$4 j p r wait_s link jobs=$JOBS
   local tag="$kind-$width-$ctx-$mb" coef=()
+  [[ $kind == tp-filled ]] && jobs=$(((UNITS + 1) / 2))
   for ((r = 0; r < REPS; r++)); do
     local pids=()
-    for ((j = 0; j < JOBS; j++)); do
-      if [[ $kind == tp ]]; then
+    for ((j = 0; j < jobs; j++)); do
+      if [[ $kind == tp* ]]; then
         set -- bazel-bin/benchmarks/baseline_3d/train_3d --tp 2
       else
         set -- bazel-bin/tools/train --prefetch 0 --profile --trace "$WORK/$tag-$r-$j.trace"
@@ -88,7 +99,7 @@ measure() {
                      tail -5 "$WORK/$tag"-*.txt >&2; exit 1; }
     done
   done
-  if [[ $kind == tp ]]; then
+  if [[ $kind == tp* ]]; then
     wait_s="$(cat "$WORK/$tag"-*.txt | grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' |
       awk '{ s += $1 } END { if (NR) print s / NR }')" || true
   else  # PROFILE ... step_s=S ... wait_gather=P% ...: the seconds per step each rank waited on gathers
@@ -96,14 +107,15 @@ measure() {
       awk '{ s += $1 * $2 / 100 } END { if (NR) print s / NR }')" || true
   fi
   [[ -n "$wait_s" ]] || { echo "calibrate_pairs: the $kind jobs at width $width, context $ctx printed no wait" >&2; exit 1; }
-  # The planner's time for this job on two unit links: latency 1000 us alone, 1 GB/s alone. One job
-  # alone does not outnumber the cores, so the unit link goes in every intra-node field.
+  # The planner's time for this job on two unit links: latency 1000 us alone, 1 GB/s alone. The unit
+  # link goes in every intra-node field a 2-rank job's TP collectives or gathers may take.
   for link in '{"bandwidth_gbps": 1e6, "latency_us": 1000, "efficiency": 1}' \
               '{"bandwidth_gbps": 1, "latency_us": 0, "efficiency": 1}'; do
     python3 -c "import json,sys; h=json.load(open('$OUT')); l=json.loads(sys.argv[1]); h['intra_node']=l; \
-h['intra_node_oversubscribed']=l; h.pop('intra_node_oversubscribed_gather', None); h.pop('intra_node_p2p', None); \
+h['intra_node_oversubscribed']=l; h['intra_node_tp_filled']=l; \
+h.pop('intra_node_oversubscribed_gather', None); h.pop('intra_node_p2p', None); \
 json.dump(h, open('$WORK/unit.json','w'))" "$link"
-    if [[ $kind == tp ]]; then
+    if [[ $kind == tp* ]]; then
       set -- --design 3d --tp 2 --global-batch $((M * mb)) && field=tp_collectives_s
     else
       set -- --design zero3 --zero 2 --prefetch 0 --global-batch $((2 * M * mb)) && field=blocking_gather_s
@@ -131,28 +143,35 @@ fi
 # 512 tokens 6-47% over their measurement (benchmarks/results/tp-wait-shapes-2026-11-25.txt).
 # Gathers: layers of width 192, 256 and 384 (0.9, 1.6 and 3.5 MiB a unit's shard), at 64-512 tokens
 # a micro-batch; the validated ZeRO-3 runs prefetch, and no validated layout runs ZeRO-3 on 2 ranks.
-tp_rows="$(measure tp 256 96 2; measure tp 256 192 2; measure tp 256 128 8)"
-gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather 384 128 1)"
-python3 - "$OUT" "$tp_rows" "$gather_rows" "$WORK" <<'PY'
-import glob, json, sys
+# TP with the cores just filled: 192, 384 and 960 tokens; ./zpp bench tp-wait-alone checks the fit at
+# context 128 x 1, 4 and 8 (128, 512 and 1024 tokens), none of them.
+tp_rows="" gather_rows=""
+if [[ -z "$ONLY" ]]; then
+  tp_rows="$(measure tp 256 96 2; measure tp 256 192 2; measure tp 256 128 8)"
+  gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather 384 128 1)"
+fi
+filled_rows="$(measure tp-filled 256 96 2; measure tp-filled 256 192 2; measure tp-filled 256 192 5)"
+python3 - "$OUT" "$tp_rows" "$gather_rows" "$WORK" "$filled_rows" <<'PY'
+import glob, json, re, sys
 sys.path.insert(0, "tools")
 import duration_spread
 import hardware_json
 import relative_fit
 out = sys.argv[1]
+only = not sys.argv[2]  # --only tp-filled: the other fits and their notes stay as they were
 hw = json.load(open(out))
-# How much one computation's, and one collective's, time varies between its runs (compute_cv,
-# comm_cv): from the gather jobs' traces (their last step, every rank).
-try:
-    spread = duration_spread.spread(sorted(glob.glob(sys.argv[4] + "/gather-*.trace.rank*.json")))
-except (OSError, ValueError, KeyError) as e:  # one line, no traceback; the description is left as it was
-    sys.exit("calibrate_pairs: %s" % e)
-hw["compute_cv"], hw["comm_cv"] = round(spread["compute_cv"], 3), round(spread["comm_cv"], 3)
-src = hw.get("source", "").split("; intra_node_oversubscribed from")[0]
+if only:  # drop the earlier tp-filled note, keep the rest
+    src = re.sub(r"; intra_node_tp_filled from .*?(?=; intra_node|; compute_cv|$)", "", hw.get("source", ""))
+else:
+    src = hw.get("source", "").split("; intra_node_oversubscribed from")[0]
 notes = []
 for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 jobs of the 3D baseline at once, their TP wait per step"),
+                        (sys.argv[5], "intra_node_tp_filled",
+                         "one tp=2 job of the 3D baseline per two cores, their TP wait per step"),
                         (sys.argv[3], "intra_node_oversubscribed_gather",
                          "two 2-rank ZeRO-3 jobs without prefetch at once, their gather wait per step")):
+    if not rows.strip():
+        continue
     rows = [r.split() for r in rows.strip().splitlines()]
     # wait = A * latency + B / bandwidth; A: seconds per second of latency (unit run at 1000 us), B:
     # seconds times bytes per second (unit run at 1 GB/s).
@@ -163,13 +182,23 @@ for rows, key, what in ((sys.argv[2], "intra_node_oversubscribed", "two tp=2 job
                     for (wd, c, mb, *_), (a, b, w) in zip(rows, pts))
     hw[key] = {"bandwidth_gbps": gbps, "latency_us": us, "efficiency": 1.0}
     notes.append("%s from %s fitted (tools/calibrate_pairs.sh): %.3f GB/s bus, %.0f us per hop (%s)" % (key, what, gbps, us, fit))
-notes.append("compute_cv %.3f and comm_cv %.3f from the same gather jobs' traces (tools/duration_spread.py: %d computations,"
-             " %d collectives)" % (hw["compute_cv"], hw["comm_cv"], spread["computations"], spread["collectives"]))
+if not only:
+    # How much one computation's, and one collective's, time varies between its runs (compute_cv,
+    # comm_cv): from the gather jobs' traces (their last step, every rank).
+    try:
+        spread = duration_spread.spread(sorted(glob.glob(sys.argv[4] + "/gather-*.trace.rank*.json")))
+    except (OSError, ValueError, KeyError) as e:  # one line, no traceback; the description is left as it was
+        sys.exit("calibrate_pairs: %s" % e)
+    hw["compute_cv"], hw["comm_cv"] = round(spread["compute_cv"], 3), round(spread["comm_cv"], 3)
+    notes.append("compute_cv %.3f and comm_cv %.3f from the same gather jobs' traces (tools/duration_spread.py: %d "
+                 "computations, %d collectives)"
+                 % (hw["compute_cv"], hw["comm_cv"], spread["computations"], spread["collectives"]))
 hw["source"] = "; ".join(([src] if src else []) + notes)
 hardware_json.write(out, hw)
 for n in notes:
     print("calibrate: " + n)
 PY
+[[ -z "$ONLY" ]] || exit 0
 
 # Pipeline transfers inside the box while its ranks compute (intra_node_p2p): one job of one rank per
 # core (pp = the cores; width 192, 4 layers a rank, context 96, micro-batches of 4, 4 a rank: a shape

@@ -154,6 +154,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   if (r.Has("intra_node_oversubscribed_gather")) {
     h.intra_oversubscribed_gather = ReadLink(r, "intra_node_oversubscribed_gather");
   }
+  if (r.Has("intra_node_tp_filled")) h.intra_tp_filled = ReadLink(r, "intra_node_tp_filled");
   if (r.Has("intra_node_p2p")) h.intra_p2p = ReadLink(r, "intra_node_p2p");
   if (r.Has("oversubscribed_compute_factor")) {
     h.oversubscribed_compute_factor = r.Number("oversubscribed_compute_factor", 1, 100);

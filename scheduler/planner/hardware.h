@@ -72,7 +72,12 @@
 //                                tensor-parallel collectives, same-node pipeline receives (with
 //                                intra_node_p2p, see there) and step-end collectives use it there
 //                                (prefetched gathers do not); tensor-parallel collectives also
-//                                where the ranks just fill the cores (a partner computes on each)
+//                                where the ranks just fill the cores, unless the box has the next
+//   intra_node_tp_filled {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the
+//                                intra-node link as a tensor-parallel collective sees it while the
+//                                box's ranks fill its cores without outnumbering them (one tp=2 job
+//                                of the 3D baseline per two cores, their TP waits fitted: the
+//                                partner computes on its own core). Default: intra_node_oversubscribed
 //   intra_node_oversubscribed_gather {bandwidth_gbps, latency_us, efficiency}   optional, CPU
 //                                boxes: the same, for a ZeRO group's all-gather of a whole unit
 //                                waited on at once (megabytes, where TP's all-reduces move tens to
@@ -174,6 +179,7 @@ struct Hardware {
   LinkSpec inter_idle;  // bytes_per_s 0: none (inter is used)
   LinkSpec intra_oversubscribed;  // bytes_per_s 0: none (intra is used)
   LinkSpec intra_oversubscribed_gather;  // bytes_per_s 0: none (intra_oversubscribed is used)
+  LinkSpec intra_tp_filled;  // bytes_per_s 0: none (intra_oversubscribed is used)
   LinkSpec intra_p2p;  // bytes_per_s 0: none (same-node pipeline transfers take the blocking link)
   double oversubscribed_compute_factor = 1;
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()

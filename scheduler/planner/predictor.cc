@@ -25,8 +25,10 @@ double ComputeShare(const Hardware& hw, int devices_on_box) {
                                      : 1.0;
 }
 
-// Step-end reduction across replicas and the optimizer, as (reduce seconds, optimizer seconds).
-std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const Hardware& hw, double share) {
+// Step-end reduction across replicas and the optimizer, as (reduce seconds, optimizer seconds);
+// `tp_hw`: the description the tensor-parallel group's own all-reduces see (TensorParallelLinks).
+std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const Hardware& hw, const Hardware& tp_hw,
+                                   double share) {
   const int g = hw.devices_per_node;
   double own = 0, grad_bytes_per_param = 0;
   int stride = 1;
@@ -57,7 +59,7 @@ std::pair<double, double> StepTail(const ModelShape& m, const Layout& l, const H
     double most = 0;  // the rank with the most layers
     for (int r = 0; r < l.pp; ++r) most = std::max(most, RankLayers(m, l, r));
     const double tensors = kReplicatedTensorsPerLayer * std::ceil(most) + 2;
-    reduce += tensors * CollectiveSeconds(hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp);
+    reduce += tensors * CollectiveSeconds(tp_hw, CollectiveKind::kAllReduce, m.hidden * 4.0, l.tp, l.tp);
   }
   if (m.tied_embedding && l.pp > 1) {
     // The tied table's gradient summed between the first stage's embedding and the last stage's
@@ -129,16 +131,20 @@ Hardware BlockingLinks(const Hardware& hw, int devices_on_box) {
 }
 
 // The description a tensor-parallel collective sees. It blocks its rank until the partner, which
-// computes on the other core, answers; so on a CPU box whose ranks fill its cores it takes the link
-// fitted on the 3D baseline's own TP waits (intra_node_oversubscribed) even where no core is shared.
-// Neither measured link fits that case: over three runs, one tp=2 job alone on a 2-core box waited
-// 2.1-2.8x what the idle loopback's fit gives and 0.63-0.91x what this one gives; its step comes
-// nearer this way (./zpp bench tp-wait-alone, benchmarks/results/tp-wait-alone-2026-11-27.txt).
-// (Where the ranks outnumber the cores this is BlockingLinks' choice too.)
+// computes on another core, answers. On a CPU box whose ranks outnumber its cores: the link fitted on
+// two tp=2 jobs of the 3D baseline at once (intra_node_oversubscribed, BlockingLinks' choice too).
+// Where they just fill the cores: the link fitted on one such job per two cores (intra_node_tp_filled),
+// or without it the oversubscribed one. Neither the idle loopback's fit nor the oversubscribed one
+// fits that case: one tp=2 job alone on a 2-core box waited 2.1-2.8x the first and 0.63-0.91x the
+// second (./zpp bench tp-wait-alone, benchmarks/results/tp-wait-alone-2026-11-27.txt).
 Hardware TensorParallelLinks(const Hardware& hw, int devices_on_box) {
   Hardware t = hw;
-  const bool cores_full = hw.shared_compute_units > 0 && devices_on_box >= hw.shared_compute_units;
-  if (cores_full && hw.intra_oversubscribed.bytes_per_s > 0) t.intra = hw.intra_oversubscribed;
+  if (hw.shared_compute_units <= 0 || devices_on_box < hw.shared_compute_units) return t;
+  if (devices_on_box == hw.shared_compute_units && hw.intra_tp_filled.bytes_per_s > 0) {
+    t.intra = hw.intra_tp_filled;
+  } else if (hw.intra_oversubscribed.bytes_per_s > 0) {
+    t.intra = hw.intra_oversubscribed;
+  }
   return t;
 }
 
@@ -325,7 +331,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     }
   }
   // Every rank reduces and steps at once: the tail runs at its share of a core.
-  const auto tail = StepTail(m, l, blocking, share);
+  const auto tail = StepTail(m, l, blocking, tp_links, share);
   c.optimizer_s = tail.first + tail.second;
   return {c, layer, head, tail.first, tail.second};
 }
