@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/calibrate.sh refuses bad arguments with one line and exit 2 before measuring anything (a
 # flag-like or second argument, an output in a missing directory or onto a directory), and writes
-# nothing; so does tools/calibrate_pairs.sh (a missing description, a malformed --sweep), and
+# nothing; so does tools/calibrate_pairs.sh (a missing description, a malformed --sweep or --only), and
 # tools/reference_runs.sh, the calibration's 1-rank runs (a malformed --steps, an unknown option),
 # and tools/comm_cpu_pairs.sh (a pair count that is not a whole number of at least 3).
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
@@ -30,12 +30,14 @@ HW="$T/hw.json"
 echo '{"shared_compute_units": 2}' >"$HW"
 check_pairs() { refused "$PAIRS" "$@"; }
 check_pairs "calibrate_pairs: '$T/none.json' does not exist (run ./zpp calibrate first)" "$T/none.json"
-sweep="expected --sweep tp|gather WIDTHxCONTEXTxMB..."
+sweep="expected --sweep tp|tp-filled|gather WIDTHxCONTEXTxMB... or --only tp-filled"
 check_pairs "calibrate_pairs: got '--sweep tp' after HW.json, $sweep" "$HW" --sweep tp
 check_pairs "calibrate_pairs: got '--sweep allreduce 256x64x1' after HW.json, $sweep" "$HW" --sweep allreduce 256x64x1
 check_pairs "calibrate_pairs: got '--bogus' after HW.json, $sweep" "$HW" --bogus
 check_pairs "calibrate_pairs: --sweep shape: got '256x0x1', expected WIDTHxCONTEXTxMB (positive integers, e.g. 256x96x2)" \
   "$HW" --sweep gather 256x64x1 256x0x1
+check_pairs "calibrate_pairs: --only: got 'tp', expected tp-filled" "$HW" --only tp
+check_pairs "calibrate_pairs: got '--only' after HW.json, $sweep" "$HW" --only
 rm -f "$HW"
 REFS="$(readlink -f "$RUNFILES/tools/reference_runs.sh")"
 check_refs() { refused "$REFS" "$@"; }
