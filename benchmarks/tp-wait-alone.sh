@@ -3,9 +3,9 @@
 # no replicas; GPT width 256, depth 4, 4 heads, context 128, 8 micro-batches a step) at micro-batch
 # 1, 4 and 8: its ranks' wall time in TP collectives per step (train_3d's tp_wait_s_per_step, the
 # steps after 2 warm-up steps) beside the planner's tp_collectives_s for the same job from this
-# machine's description. The description's TP link was fitted on two such jobs at once
-# (tools/calibrate_pairs.sh, intra_node_oversubscribed) at other shapes; this checks it where the
-# ranks fill the cores without sharing them (scheduler/planner/predictor.cc, TensorParallelLinks).
+# machine's description. The TP link the planner gives this job (scheduler/planner/predictor.cc,
+# TensorParallelLinks) was fitted on one such job per two cores at other shapes (tools/calibrate_pairs.sh,
+# intra_node_tp_filled; without it, intra_node_oversubscribed, fitted on two such jobs at once).
 #   ./zpp bench tp-wait-alone [--hardware FILE]   (default scheduler/planner/hardware/cpu-local.json)
 # RESULT lines: per micro-batch size, predicted over measured wait (target 0.9-1.1).
 set -euo pipefail
