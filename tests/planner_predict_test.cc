@@ -189,8 +189,8 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   EXPECT_DOUBLE_EQ(BuildCostModel(m, l, filled, 2).forward_wait_s,
                    m.layers * 2 * CollectiveSeconds(filled_ring, CollectiveKind::kAllReduce, act, 2, 2));
   EXPECT_DOUBLE_EQ(BuildCostModel(m, l, filled, 4).forward_wait_s, m.layers * 2 * ar);
-  Layout sp = l;
-  sp.dp = 1, sp.sequence_parallel = true;
+  Layout sp = Tp2(1);
+  sp.micro_batch = 2, sp.sequence_parallel = true;
   const double replicated_grads = (kReplicatedTensorsPerLayer * m.layers + 2) *
                                   CollectiveSeconds(filled_ring, CollectiveKind::kAllReduce, m.hidden * 4.0, 2, 2);
   EXPECT_DOUBLE_EQ(Predict(m, sp, filled, 8).dp_reduce_s, replicated_grads);

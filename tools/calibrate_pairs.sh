@@ -151,14 +151,14 @@ if [[ -z "$ONLY" ]]; then
   gather_rows="$(measure gather 192 128 4; measure gather 256 64 1; measure gather 384 128 1)"
 fi
 filled_rows="$(measure tp-filled 256 96 2; measure tp-filled 256 192 2; measure tp-filled 256 192 5)"
-python3 - "$OUT" "$tp_rows" "$gather_rows" "$WORK" "$filled_rows" <<'PY'
+python3 - "$OUT" "$tp_rows" "$gather_rows" "$WORK" "$filled_rows" "$ONLY" <<'PY'
 import glob, json, re, sys
 sys.path.insert(0, "tools")
 import duration_spread
 import hardware_json
 import relative_fit
 out = sys.argv[1]
-only = not sys.argv[2]  # --only tp-filled: the other fits and their notes stay as they were
+only = bool(sys.argv[6])  # --only tp-filled: the other fits and their notes stay as they were
 hw = json.load(open(out))
 if only:  # drop the earlier tp-filled note, keep the rest
     src = re.sub(r"; intra_node_tp_filled from .*?(?=; intra_node|; compute_cv|$)", "", hw.get("source", ""))

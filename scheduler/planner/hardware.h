@@ -72,7 +72,8 @@
 //                                tensor-parallel collectives, same-node pipeline receives (with
 //                                intra_node_p2p, see there) and step-end collectives use it there
 //                                (prefetched gathers do not); tensor-parallel collectives also
-//                                where the ranks just fill the cores, unless the box has the next
+//                                where the ranks just fill the cores, unless the box has
+//                                intra_node_tp_filled (below)
 //   intra_node_tp_filled {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the
 //                                intra-node link as a tensor-parallel collective sees it while the
 //                                box's ranks fill its cores without outnumbering them (one tp=2 job
