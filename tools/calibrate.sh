@@ -7,6 +7,8 @@
 #     them) on a grid of tokens x in x out (benchmarks/linear_grid), over that peak: matmul.table,
 #     which the cost model interpolates in place of the curve (this CPU runs a 128-token GEMM
 #     against a 2048 x 8192 weight well below its 256-wide rate, which no saturating curve can say);
+#     measured twice, each shape timed in turns with a reference GEMM and its rate scaled to the
+#     box's typical speed by it (tools/grid_table.py: the box's speed moves for seconds at a time);
 #   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
 #   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
 #     latency from the 1 KiB time);
@@ -76,8 +78,13 @@ mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --v
 echo "$mm" | sed 's/^/calibrate: /'
 GRID_TOKENS=32,64,128,256,512,1024
 GRID_DIMS=128,256,512,1024,2048,4096,8192
-grid="$(bazel-bin/benchmarks/linear_grid --threads 1 --tokens $GRID_TOKENS --dims $GRID_DIMS)"
-echo "calibrate: linear GEMM grid, tokens {$GRID_TOKENS} x in, out {$GRID_DIMS}: $(grep -c GRID <<<"$grid") measured"
+# Twice, the second time in reverse order; each shape timed in turns with a reference GEMM, which
+# tools/grid_table.py scales its rate by (a slow spell of the box otherwise lands on a block of
+# shapes: planner-local r99's 512-token row came out 20-30% under its neighbours).
+GRID_REPEATS=2
+grid="$(bazel-bin/benchmarks/linear_grid --threads 1 --tokens $GRID_TOKENS --dims $GRID_DIMS --repeats $GRID_REPEATS)"
+echo "calibrate: linear GEMM grid, tokens {$GRID_TOKENS} x in, out {$GRID_DIMS}, $GRID_REPEATS repeats:" \
+  "$(grep -c GRID <<<"$grid") measured"
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
 # The compute a rank loses per byte it sends, with twice as many ranks as cores all computing (as the
@@ -140,6 +147,7 @@ echo "$io" | grep . | sed 's/^/calibrate: offload disk: /'
 python3 - "$OUT" "$base" <<PY
 import json, os, re, sys, time
 sys.path.insert(0, "tools")
+import grid_table
 import hardware_json
 import relative_fit
 out, base = sys.argv[1], float(sys.argv[2])
@@ -181,16 +189,12 @@ shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
 def err(h):
     return sum((m / (m + h) * k / (k + h) * n / (n + h) - g / peak) ** 2 for m, k, n, g in shapes)
 half = min((err(h), h) for h in [x * 0.5 for x in range(0, 2001)])[1]
-# The table: each pass's GFLOP/s over the peak, tokens slowest, then in, then out.
-rate = {(p, int(t), int(i), int(o)): float(g) for p, t, i, o, g in
-        re.findall(r"pass=(\w+) tokens=(\d+) in=(\d+) out=(\d+) gflops=([0-9.]+)", grid)}
-table = {"tokens": grid_tokens, "dims": grid_dims}
-for p in ("forward", "input_grad", "weight_grad"):
-    keys = [(p, t, i, o) for t in grid_tokens for i in grid_dims for o in grid_dims]
-    missing = [k for k in keys if k not in rate]
-    if missing:
-        sys.exit("calibrate: linear_grid printed no rate for %s tokens=%d in=%d out=%d" % missing[0])
-    table[p] = [round(rate[k] / peak, 4) for k in keys]
+# The table: each pass's GFLOP/s, scaled to the box's typical speed by the reference GEMM timed beside
+# it and the median over the repeats, over the peak; tokens slowest, then in, then out.
+try:
+    table, grid_summary = grid_table.build(grid, grid_tokens, grid_dims, peak)
+except grid_table.GridError as e:
+    sys.exit("calibrate: %s" % e)
 effs = sorted(e for p in ("forward", "input_grad", "weight_grad") for e in table[p])
 # memcpy bandwidth: bytes read + written per second, best of 5.
 a = bytearray(1 << 30); b = bytearray(1 << 30)
@@ -226,7 +230,9 @@ hw = {
   "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
             "to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's forward, "
             "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
-            "GFLOP/s over that peak (%.2f-%.2f, median %.2f); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
+            "GFLOP/s over that peak (%.2f-%.2f, median %.2f), each timed in turns with a 256 x 512 x 512 reference "
+            "GEMM and scaled by the median reference rate (%.1f GFLOP/s; it ran %.1f-%.1f) over the one beside it, "
+            "the median of %d repeats (their median spread %.1f%%); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
             "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps %.3f: bytes a rank sends per "
             "second of compute the sending costs it (4 ranks computing 256x256 products while ring all-gathers and "
             "reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); comm_cpu_inter_node_gbps %.3f: the same "
@@ -238,7 +244,9 @@ hw = {
             "%.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, %.0f / %.0f us; "
             "offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
-               effs[len(effs) // 2], best / 1e9, bus, lat * 1e6, base, comm_cpu_gbps, comm_cpu_inter_gbps,
+               effs[len(effs) // 2], grid_summary["reference_median"], grid_summary["reference_min"],
+               grid_summary["reference_max"], grid_summary["repeats"], 100 * grid_summary["spread"], best / 1e9, bus, lat * 1e6, base,
+               comm_cpu_gbps, comm_cpu_inter_gbps,
                ring_two_gbps, ring_two_gbps, msg_us, shaped_gbps,
                shaped_idle_gbps, shaped_us,
                shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),
