@@ -32,9 +32,9 @@ def lines(speed, repeats=1, disturb=None):
     return "\n".join(out)
 
 
-def expect_error(text, peak, fragment):
+def expect_error(text, peak, fragment, repeat=None):
     try:
-        grid_table.build(text, TOKENS, DIMS, peak)
+        grid_table.build(text, TOKENS, DIMS, peak, repeat)
     except grid_table.GridError as e:
         assert fragment in str(e), (fragment, str(e))
         return
@@ -73,6 +73,15 @@ def main():
     check_table(table)
     assert summary["repeats"] == 3, summary
     assert summary["spread"] < 1e-3, summary  # every other shape agrees across the repeats once scaled
+    # One repeat alone, scaled and as timed: the slow spell over the 512-token shapes fell on the
+    # second repeat only; its table is exact scaled, and that row 0.7x as timed.
+    three = lines(lambda r, t: 0.7 if r == 1 and t == 512 else 1.0, 3, disturb)
+    check_table(grid_table.build(three, TOKENS, DIMS, PEAK, repeat=1)[0])
+    alone, summary = grid_table.build(three, TOKENS, DIMS, PEAK, repeat=1, scaled=False)
+    assert summary["repeats"] == 1, summary
+    assert alone["weight_grad"][k] == round(0.7 * true_rate("weight_grad", 512, 128, 128) / PEAK, 4), alone
+    assert alone["weight_grad"][0] == round(true_rate("weight_grad", 32, 128, 128) / PEAK, 4), alone
+    expect_error(three, PEAK, "got no GRID lines of repeat 3", repeat=3)
 
     # Refusals.
     whole = lines(lambda r, t: 1.0)

@@ -21,11 +21,13 @@ class GridError(ValueError):
     pass
 
 
-def build(grid_text, tokens, dims, peak):
+def build(grid_text, tokens, dims, peak, repeat=None, scaled=True):
     """Returns (table, summary): table as hardware.h's matmul.table (each pass's list flat, tokens
     slowest, out fastest); summary {repeats, reference_median, reference_min, reference_max,
     largest_scale (the furthest any rate was scaled, as a factor), spread (the median, over shapes
-    timed more than once, of their scaled rates' max/min - 1)}."""
+    timed more than once, of their scaled rates' max/min - 1)}. repeat: read that repeat's lines
+    alone; scaled=False: the rates as timed (what the table was before the reference, for
+    comparison: tools/grid_repeatability.py)."""
     if peak <= 0:
         raise GridError("grid_table: peak: got %r GFLOP/s, expected a positive rate" % peak)
     rows = []
@@ -39,9 +41,11 @@ def build(grid_text, tokens, dims, peak):
         rep, name, t, i, o, g, ref = m.groups()
         if float(g) <= 0 or float(ref) <= 0:
             raise GridError("grid_table: GRID line: got '%s', expected positive rates" % line.strip())
-        rows.append((int(rep), name, int(t), int(i), int(o), float(g), float(ref)))
+        if repeat is None or int(rep) == repeat:
+            rows.append((int(rep), name, int(t), int(i), int(o), float(g), float(ref) if scaled else 1.0))
     if not rows:
-        raise GridError("grid_table: got no GRID lines, expected linear_grid's output")
+        raise GridError("grid_table: got no GRID lines%s, expected linear_grid's output"
+                        % ("" if repeat is None else " of repeat %d" % repeat))
     refs = [r[6] for r in rows]
     median_ref = statistics.median(refs)
     scaled = {}
@@ -56,7 +60,7 @@ def build(grid_text, tokens, dims, peak):
         table[p] = [round(statistics.median(scaled[k]) / peak, 4) for k in keys]
     spreads = [max(v) / min(v) - 1 for v in scaled.values() if len(v) > 1]
     summary = {
-        "repeats": max(r[0] for r in rows) + 1,
+        "repeats": len({r[0] for r in rows}),
         "reference_median": median_ref,
         "reference_min": min(refs),
         "reference_max": max(refs),
