@@ -227,26 +227,27 @@ bus = max(float(r[2]) for r in rows)
 lat = min(float(r[1]) for r in rows if int(r[0]) <= 4096) * 1e-6
 hw = {
   "name": "cpu-local",
-  "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim fitted "
-            "to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's forward, "
-            "input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), their "
-            "GFLOP/s over that peak (%.2f-%.2f, median %.2f), each timed in turns with a 256 x 512 x 512 reference "
-            "GEMM and scaled by the median reference rate (%.1f GFLOP/s; it ran %.1f-%.1f) over the one beside it, "
-            "the median of %d repeats (their median spread %.1f%%); memcpy %.2f GB/s; loopback ring all-gather busbw %.3f "
-            "GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps %.3f: bytes a rank sends per "
-            "second of compute the sending costs it (4 ranks computing 256x256 products while ring all-gathers and "
-            "reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); comm_cpu_inter_node_gbps %.3f: the same "
-            "for a byte between nodes (the measurement over two nodes of 2 ranks, tools/two_nodes.sh unshaped: %.3f "
-            "GB/s, its ring crossing on 2 of 4 hops: 1 / (2 / %.3f - 1 / comm_cpu_gbps)); "
-            "comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU per message); two "
-            "nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute error) with one "
-            "busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f GB/s bus, %.0f / "
-            "%.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, %.0f / %.0f us; "
-            "offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their harmonic mean"
+  "source": "measured by ./zpp calibrate on %s: 1 thread fp32 matmul peak %.1f GFLOP/s (2048 square), half_dim "
+            "fitted to %d GEMM shapes (the curve, unused while the table is present); matmul.table: a linear layer's "
+            "forward, input- and weight-gradient GEMMs on tokens x in x out = %s x %s x %s (benchmarks/linear_grid), "
+            "their GFLOP/s over that peak (%.2f-%.2f, median %.2f), each timed in turns with a 256 x 512 x 512 "
+            "reference GEMM and scaled by the median reference rate (%.1f GFLOP/s; it ran %.1f-%.1f) over the one "
+            "beside it, the median of %d repeats (their median spread %.1f%%); memcpy %.2f GB/s; loopback ring "
+            "all-gather busbw %.3f GB/s, small-message time %.0f us; baseline rank RSS %.0f MiB; comm_cpu_gbps %.3f: "
+            "bytes a rank sends per second of compute the sending costs it (4 ranks computing 256x256 products while "
+            "ring all-gathers and reduce-scatters of 1-16 MiB run beside, collectives_bench COMM_CPU); "
+            "comm_cpu_inter_node_gbps %.3f: the same for a byte between nodes (the measurement over two nodes of 2 "
+            "ranks, tools/two_nodes.sh unshaped: %.3f GB/s, its ring crossing on 2 of 4 hops: 1 / (2 / %.3f - 1 / "
+            "comm_cpu_gbps)); comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU "
+            "per message); two nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute "
+            "error) with one busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f "
+            "GB/s bus, %.0f / %.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, "
+            "%.0f / %.0f us; offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their "
+            "harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
                effs[len(effs) // 2], grid_summary["reference_median"], grid_summary["reference_min"],
-               grid_summary["reference_max"], grid_summary["repeats"], 100 * grid_summary["spread"], best / 1e9, bus, lat * 1e6, base,
-               comm_cpu_gbps, comm_cpu_inter_gbps,
+               grid_summary["reference_max"], grid_summary["repeats"], 100 * grid_summary["spread"], best / 1e9,
+               bus, lat * 1e6, base, comm_cpu_gbps, comm_cpu_inter_gbps,
                ring_two_gbps, ring_two_gbps, msg_us, shaped_gbps,
                shaped_idle_gbps, shaped_us,
                shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),

@@ -48,17 +48,17 @@ def build(grid_text, tokens, dims, peak, repeat=None, scaled=True):
                         % ("" if repeat is None else " of repeat %d" % repeat))
     refs = [r[6] for r in rows]
     median_ref = statistics.median(refs)
-    scaled = {}
+    rates = {}  # per shape, its rates at the median reference rate
     for _, name, t, i, o, g, ref in rows:
-        scaled.setdefault((name, t, i, o), []).append(g * median_ref / ref)
+        rates.setdefault((name, t, i, o), []).append(g * median_ref / ref)
     table = {"tokens": list(tokens), "dims": list(dims)}
     for p in PASSES:
         keys = [(p, t, i, o) for t in tokens for i in dims for o in dims]
-        missing = [k for k in keys if k not in scaled]
+        missing = [k for k in keys if k not in rates]
         if missing:
             raise GridError("grid_table: linear_grid printed no rate for %s tokens=%d in=%d out=%d" % missing[0])
-        table[p] = [round(statistics.median(scaled[k]) / peak, 4) for k in keys]
-    spreads = [max(v) / min(v) - 1 for v in scaled.values() if len(v) > 1]
+        table[p] = [round(statistics.median(rates[k]) / peak, 4) for k in keys]
+    spreads = [max(v) / min(v) - 1 for v in rates.values() if len(v) > 1]
     summary = {
         "repeats": len({r[0] for r in rows}),
         "reference_median": median_ref,
