@@ -10,7 +10,8 @@
 #   ./zpp bench planner-local --fresh    calibrate, then run both benches, in this invocation (the
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
-#                                        from day to day), 13-25 minutes by the machine
+#                                        from day to day): r101 took 56 minutes on a 2-core
+#                                        box, 36 of them calibrating
 #   ./zpp bench planner-local --from F [--hardware H]
 #                                        the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware
