@@ -59,13 +59,13 @@ std::pair<double, double> BestSeconds(const std::function<at::Tensor()>& run,
   (void)reference();  // warm-up
   (void)run();
   double best = 1e30, best_ref = 1e30, spent = 0;
-  const auto time = [](const std::function<at::Tensor()>& f) {
+  const auto seconds = [](const std::function<at::Tensor()>& f) {
     const auto t0 = std::chrono::steady_clock::now();
     (void)f();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   for (int r = 0; r < 2 || spent < min_s; ++r) {
-    const double ref = time(reference), dt = time(run);
+    const double ref = seconds(reference), dt = seconds(run);
     best_ref = std::min(best_ref, ref);
     best = std::min(best, dt);
     spent += ref + dt;

@@ -23,16 +23,13 @@ def main():
     t = hw["matmul"]["table"]
     peak = hw["peak_tflops"]["fp32"] * 1e3
     out = []
+    shapes = [(tok, i, o) for tok in t["tokens"] for i in t["dims"] for o in t["dims"]]  # the table's order
     for r in (0, 1):
-        n = 0
-        for tok in t["tokens"]:
-            for i in t["dims"]:
-                for o in t["dims"]:
-                    for p in grid_table.PASSES:
-                        s = 0.7 if r == 1 and tok == 512 else 1.0
-                        out.append("GRID repeat=%d pass=%s tokens=%d in=%d out=%d gflops=%.4f reference_gflops=%.4f"
-                                   % (r, p, tok, i, o, t[p][n // 3] * peak * s, 60.0 * s))
-                        n += 1
+        for n, (tok, i, o) in enumerate(shapes):
+            for p in grid_table.PASSES:
+                s = 0.7 if r == 1 and tok == 512 else 1.0
+                out.append("GRID repeat=%d pass=%s tokens=%d in=%d out=%d gflops=%.4f reference_gflops=%.4f"
+                           % (r, p, tok, i, o, t[p][n] * peak * s, 60.0 * s))
     grid = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), "grid.txt")
     open(grid, "w").write("\n".join(out) + "\n")
     res = subprocess.run([sys.executable, TOOL, grid, HW, PLAN, "128x4,128x1,64x4"], capture_output=True, text=True)

@@ -286,7 +286,7 @@ PY
 # makes). The planner is then checked on layouts it was not calibrated on (./zpp bench planner-local).
 M=8
 DEPTH=4
-SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch
+SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch (benchmarks/matmul-grid.sh compares the table on these)
 UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
 trap 'rm -rf "$REF" "$OUT"' EXIT
