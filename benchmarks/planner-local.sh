@@ -10,8 +10,10 @@
 #   ./zpp bench planner-local --fresh    calibrate, then run both benches, in this invocation (the
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
-#                                        from day to day): r101 took 56 minutes on a 2-core
-#                                        box, 36 of them calibrating
+#                                        from day to day); zeropp-vs-3d runs every layout twice
+#                                        (--rounds 2, the second round backwards): r101 (one
+#                                        round) took 56 minutes on a 2-core box, 36 of them
+#                                        calibrating
 #   ./zpp bench planner-local --from F [--hardware H]
 #                                        the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware
@@ -63,7 +65,7 @@ case "$1" in
     UNITS=$(python3 -c "import json; print(json.load(open('$HW'))['shared_compute_units'])")
     speed() { tools/reference_runs.sh "$UNITS" "$WORK/speed_$1" 64 4 --speed "$1" | tee -a "$WORK/speed.txt" | sed 's/^/#| /'; }
     speed calibration
-    benchmarks/zeropp-vs-3d.sh --no-crossover --plot "$WORK/vs3d.png" >"$WORK/vs3d.txt" 2>&1 ||
+    benchmarks/zeropp-vs-3d.sh --rounds 2 --no-crossover --plot "$WORK/vs3d.png" >"$WORK/vs3d.txt" 2>&1 ||
       { sed 's/^/#| /' "$WORK/vs3d.txt"; exit 1; }
     sed 's/^/#| /' "$WORK/vs3d.txt"
     speed after_vs3d

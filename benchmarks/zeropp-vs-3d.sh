@@ -9,7 +9,8 @@
 # counted) beside the formulas, bytes per step on the inter-node link (veth counters) and on
 # node 0's loopback. Then the crossover sweep (sequence length x U at fixed width: counted bytes
 # of both designs against the paper's condition 2*s*U*b > 9*h), a plot, and RESULT lines.
-#   ./zpp bench zeropp-vs-3d [--rate 1gbit] [--steps 10] [--model llama] [--no-crossover] [--plot PNG]
+#   ./zpp bench zeropp-vs-3d [--rate 1gbit] [--steps 10] [--rounds 1] [--model llama] [--no-crossover] [--plot PNG]
+# --rounds N: every layout N times, the rounds in alternating order; tok/s and TP wait the median.
 # --no-crossover: the layout table and its RESULT lines only; --plot: where the table's plot goes
 # (default benchmarks/results/zeropp-vs-3d-DATE.png). ./zpp bench planner-local --fresh uses both.
 # --model llama: the Llama-style decoder (RMSNorm, rotary, SwiGLU, 2 key/value heads for 4 query
@@ -19,18 +20,20 @@
 # compare the designs on this machine only; the byte counts are exact anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=1gbit STEPS=10 MODEL_KIND=gpt CROSSOVER=1 PLOT=""
+RATE=1gbit STEPS=10 ROUNDS=1 MODEL_KIND=gpt CROSSOVER=1 PLOT=""
 while (($#)); do
   case "$1" in
     --rate) RATE="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
+    --rounds) ROUNDS="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
     --model) MODEL_KIND="$2"; shift 2 ;;
     --no-crossover) CROSSOVER=0; shift ;;
     --plot) PLOT="$2"; shift 2 ;;
-    *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --model gpt|llama, --no-crossover," \
-         "--plot PNG)" >&2; exit 2 ;;
+    *) echo "zeropp-vs-3d: unknown option '$1' (expected --rate R, --steps N, --rounds N, --model gpt|llama," \
+         "--no-crossover, --plot PNG)" >&2; exit 2 ;;
   esac
 done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "zeropp-vs-3d: --rounds: got '$ROUNDS', expected a positive integer" >&2; exit 2; }
 bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d //benchmarks:matmul_bench
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
 TRAIN=bazel-bin/tools/train T3D=bazel-bin/benchmarks/baseline_3d/train_3d
@@ -84,47 +87,70 @@ run() {  # run SHAPE PROGRAM ARGS... -> the run's output in $WORK/out
     bazel-bin/tools/launcher --nproc-per-node 4 -- "$@" >"$WORK/out" 2>&1
   fi
 }
-field() { grep -oP "(?<=$1=)[0-9.e+-]+" "$WORK/out" | head -1 || true; }
+field() { grep -oP "(?<=$1=)[0-9.e+-]+" "${2:-$WORK/out}" | head -1 || true; }  # field NAME [FILE]
+each_round() { local f; for f in "${rounds[@]}"; do field "$1" "$f"; done; }  # field NAME of every round
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'; }
 TSV="$WORK/rows.tsv"
 echo "# bytes: rank 0's per step in its sharding group (zero group; TP group for 3d), counted, and the"
 echo "# formula; paper: 36*B*h^2/U-style closed form; inter_node_B: veth bytes per step (both ways, all"
 echo "# steps and set-up averaged); lo_B_rank: node 0's loopback bytes per rank per timed step;"
 echo "# tp_wait_s: 3D's ranks' mean wall time per step waiting in the layers', embedding's and loss's TP"
 echo "# collectives (not the step-end all-reduce of replicated gradients, which plan counts in the reduction)"
-printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s %9s\n" layout link tok/s mfu loss0 lossN rssMB \
-  tensorMB measured_B formula_B paper_B inter_node_B lo_B_rank tp_wait_s
+JOBS=()  # shape|name|program|args, in the table's order
 for shape in unshaped shaped; do
   [[ $two_nodes == 0 && $shape == shaped ]] && continue
   for entry in "${LAYOUTS[@]}"; do
-    IFS='|' read -r name prog args <<<"$entry"
-    [[ $MODEL_KIND == llama && ( $name == *_sp || $name == pp2_dp2* ) ]] && continue
+    [[ $MODEL_KIND == llama && ( ${entry%%|*} == *_sp || ${entry%%|*} == pp2_dp2* ) ]] && continue
+    JOBS+=("$shape|$entry")
+  done
+done
+# Every round runs every job once: odd rounds in the table's order, even rounds backwards, so that a
+# drift of the box's speed during the bench falls alike on every layout. Each run's output is kept
+# as $WORK/out.JOB.ROUND; the table is printed once all rounds are done.
+n=${#JOBS[@]}
+for ((r = 1; r <= ROUNDS; r++)); do
+  for ((i = 0; i < n; i++)); do
+    k=$((r % 2 ? i : n - 1 - i))
+    IFS='|' read -r shape name prog args <<<"${JOBS[$k]}"
     # shellcheck disable=SC2086
     if ! run "$shape" "$prog" "${MODEL[@]}" $args; then
-      echo "error: layout $name ($shape) failed:"; tail -20 "$WORK/out"; exit 1
+      echo "error: layout $name ($shape) failed in round $r:"; tail -20 "$WORK/out"; exit 1
     fi
-    tps=$(field tokens_per_s) counted=$(field counted_bytes_per_rank_step) tpb=$(field tp_bytes_per_rank_step)
-    rss=$(field peak_rss_net_mb) tensor=$(field peak_tensor_mb) lo=$(field wire_bytes_per_rank_step) inter=$(field inter_node_bytes)
-    l0=$(field first_loss) ln=$(field last_loss) gflops=$(field model_gflops) tpw=$(field tp_wait_s_per_step)
-    mfu=$(awk -v g="$gflops" -v b="$BOUND" 'BEGIN { printf "%.3f", g / b }')
-    tpb=${tpb:-0} inter=${inter:-0}
-    # Formulas (rank 0, the first stage). ZeRO-3/ZeroPP: the zero group's all-gathers and
-    # reduce-scatters from the schedule (every Gather of a released chunk, every ReduceGrad, the
-    # tied embedding once per step), beside the paper's closed form 36*B*h^2/U per layer (3
-    # collectives per unit pass). TP: 8 b s h (t-1)/t x 4 B per layer per micro-batch (10 with
-    # sequence parallelism), plus the embedding, the head and the vocabulary-parallel
-    # cross-entropy (benchmarks/zeropp_vs_3d_formula.py; tests/tp_parity_test.cc checks it).
-    if [[ "$name" == 3d_* ]]; then
-      formula=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
-      measured=$tpb
-    else  # exact, from the schedule's Gather and ReduceGrad actions (tools/train)
-      formula=$(field predicted_zero_bytes_per_rank_step)
-      measured=$counted
-    fi
-    paper=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
-    echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu\t$tensor" >>"$TSV"
-    printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f %9s\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
-      "$tensor" "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo" "${tpw:--}"
+    cp "$WORK/out" "$WORK/out.$k.$r"
+    echo "# round $r of $ROUNDS, run $((i + 1)) of $n: $name ($shape) $(field tokens_per_s) tok/s"
   done
+done
+printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s %9s\n" layout link tok/s mfu loss0 lossN rssMB \
+  tensorMB measured_B formula_B paper_B inter_node_B lo_B_rank tp_wait_s
+for ((k = 0; k < n; k++)); do
+  IFS='|' read -r shape name prog args <<<"${JOBS[$k]}"
+  rounds=("$WORK/out.$k".*)
+  cp "$WORK/out.$k.1" "$WORK/out"  # bytes, losses and counters: the first round's (the same every round)
+  # tok/s and TP wait: the median over rounds; peak RSS and tensor bytes: the largest.
+  tps=$(each_round tokens_per_s | median) tpw=$(each_round tp_wait_s_per_step | median)
+  rss=$(each_round peak_rss_net_mb | sort -g | tail -1) tensor=$(each_round peak_tensor_mb | sort -g | tail -1)
+  gflops=$(each_round model_gflops | median)
+  counted=$(field counted_bytes_per_rank_step) tpb=$(field tp_bytes_per_rank_step)
+  lo=$(field wire_bytes_per_rank_step) inter=$(field inter_node_bytes) l0=$(field first_loss) ln=$(field last_loss)
+  mfu=$(awk -v g="$gflops" -v b="$BOUND" 'BEGIN { printf "%.3f", g / b }')
+  tpb=${tpb:-0} inter=${inter:-0}
+  # Formulas (rank 0, the first stage). ZeRO-3/ZeroPP: the zero group's all-gathers and
+  # reduce-scatters from the schedule (every Gather of a released chunk, every ReduceGrad, the
+  # tied embedding once per step), beside the paper's closed form 36*B*h^2/U per layer (3
+  # collectives per unit pass). TP: 8 b s h (t-1)/t x 4 B per layer per micro-batch (10 with
+  # sequence parallelism), plus the embedding, the head and the vocabulary-parallel
+  # cross-entropy (benchmarks/zeropp_vs_3d_formula.py; tests/tp_parity_test.cc checks it).
+  if [[ "$name" == 3d_* ]]; then
+    formula=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
+    measured=$tpb
+  else  # exact, from the schedule's Gather and ReduceGrad actions (tools/train)
+    formula=$(field predicted_zero_bytes_per_rank_step)
+    measured=$counted
+  fi
+  paper=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
+  echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu\t$tensor" >>"$TSV"
+  printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f %9s\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
+    "$tensor" "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo" "${tpw:--}"
 done
 python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "${PLOT:-benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png}" \
   "$two_nodes"
