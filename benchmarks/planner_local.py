@@ -14,6 +14,8 @@ With --speed FILE (its "speed_reference NAME fb_s=S" lines: the calibration's th
 right after the calibration and after each bench, tools/reference_runs.sh), also how fast the box
 computed during each bench against the calibration, and, as a diagnostic only, how many rows would
 be within 10% if each prediction were scaled by that factor (the RESULT lines never are).
+Where zeropp-vs-3d ran its layouts more than once (--rounds), each layout's time in every round too,
+and how many layouts' rounds agree within 10% (a diagnostic of the measurement's repeatability).
 With --rows-tsv FILE, also writes each step-time row (layout, measured_s, predicted_s) there, tab-
 separated (benchmarks/planner_local_history.py reads them).
   planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE [--speed FILE] [--rows-tsv FILE]
@@ -107,6 +109,36 @@ def speed_drift(path, t_err, n_vs3d):
           f"{len(scaled)} within 10%, mean |error| {sum(abs(e) for e in scaled) / len(scaled):.3f}")
 
 
+ROUND = re.compile(r"# round (\d+) of (\d+), run \d+ of \d+: (\S+) \((\w+)\) ([0-9.]+) tok/s")
+
+
+def rounds_spread(path, predicted):
+    """With zeropp-vs-3d --rounds N, N > 1 (its "# round" lines): each layout's step time in each round
+    beside the prediction. A diagnostic of the measurement's own repeatability: where a layout's rounds
+    differ by more than 10%, no prediction can be within 10% of every one of them."""
+    per = {}
+    for line in open(path):
+        m = ROUND.search(line)
+        if m:
+            per.setdefault(f"{m.group(3)} ({m.group(4)})", []).append(32 * 128 / float(m.group(5)))
+    per = {k: v for k, v in per.items() if len(v) > 1 and k in predicted}
+    if not per:
+        return
+    print("# zeropp-vs-3d, every round: step time (s) per round, spread (slowest / fastest), prediction / each round")
+    agree = every = some = 0
+    for name, ts in per.items():
+        ratios = [predicted[name] / t for t in ts]
+        spread = max(ts) / min(ts)
+        agree += spread <= 1.10
+        every += all(abs(q - 1) <= 0.10 for q in ratios)
+        some += any(abs(q - 1) <= 0.10 for q in ratios)
+        print(f"{name:38s} {' '.join(f'{t:7.4f}' for t in ts)}  spread {spread:5.3f}  "
+              f"pred/meas {' '.join(f'{q:5.3f}' for q in ratios)}")
+    n = len(per)
+    print(f"# diagnostic, not the RESULT: {agree} of {n} layouts' rounds within 10% of each other; the prediction "
+          f"within 10% of every round's time for {every} of {n}, of at least one round's for {some} of {n}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hardware", default=HW)
@@ -187,6 +219,7 @@ def main():
                   f"{(ps - tpred) / (ms - tm):9.3f}")
     if args.speed:
         speed_drift(args.speed, t_err, n_vs3d)
+    rounds_spread(vs, {name: ps for name, _, ps, *_ in rows})
     for label, errs in (("step_time", t_err), ("peak_memory_tensors", a_err), ("peak_memory_rss", m_err)):
         if not errs:
             continue

@@ -33,7 +33,8 @@ while (($#)); do
          "--no-crossover, --plot PNG)" >&2; exit 2 ;;
   esac
 done
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "zeropp-vs-3d: --rounds: got '$ROUNDS', expected a positive integer" >&2; exit 2; }
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "zeropp-vs-3d: --rounds: got '$ROUNDS', expected a positive integer" >&2; exit 2; }
 bazel build //tools:launcher //tools:train //benchmarks/baseline_3d:train_3d //benchmarks:matmul_bench
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
 TRAIN=bazel-bin/tools/train T3D=bazel-bin/benchmarks/baseline_3d/train_3d
