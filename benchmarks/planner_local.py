@@ -109,18 +109,20 @@ def speed_drift(path, t_err, n_vs3d):
           f"{len(scaled)} within 10%, mean |error| {sum(abs(e) for e in scaled) / len(scaled):.3f}")
 
 
-ROUND = re.compile(r"# round (\d+) of (\d+), run \d+ of \d+: (\S+) \((\w+)\) ([0-9.]+) tok/s")
+ROUND = re.compile(r"# round (\d+) of (\d+), run \d+ of \d+: (\S+) \((\w+)\) ([0-9.]+) tok/s(?:, steal ([0-9.]+)%)?")
 
 
 def rounds_spread(path, predicted):
     """With zeropp-vs-3d --rounds N, N > 1 (its "# round" lines): each layout's step time in each round
     beside the prediction. A diagnostic of the measurement's own repeatability: where a layout's rounds
     differ by more than 10%, no prediction can be within 10% of every one of them."""
-    per = {}
+    per, steal = {}, {}
     for line in open(path):
         m = ROUND.search(line)
         if m:
             per.setdefault(f"{m.group(3)} ({m.group(4)})", []).append(32 * 128 / float(m.group(5)))
+            if m.group(6) is not None:  # the share of CPU time stolen by the host during the run (%)
+                steal.setdefault(f"{m.group(3)} ({m.group(4)})", []).append(float(m.group(6)))
     per = {k: v for k, v in per.items() if len(v) > 1 and k in predicted}
     if not per:
         return
@@ -132,8 +134,9 @@ def rounds_spread(path, predicted):
         agree += spread <= 1.10
         every += all(abs(q - 1) <= 0.10 for q in ratios)
         some += any(abs(q - 1) <= 0.10 for q in ratios)
+        stolen = f"  steal% {' '.join(f'{x:4.1f}' for x in steal[name])}" if len(steal.get(name, [])) == len(ts) else ""
         print(f"{name:38s} {' '.join(f'{t:7.4f}' for t in ts)}  spread {spread:5.3f}  "
-              f"pred/meas {' '.join(f'{q:5.3f}' for q in ratios)}")
+              f"pred/meas {' '.join(f'{q:5.3f}' for q in ratios)}{stolen}")
     n = len(per)
     print(f"# diagnostic, not the RESULT: {agree} of {n} layouts' rounds within 10% of each other; the prediction "
           f"within 10% of every round's time for {every} of {n}, of at least one round's for {some} of {n}")

@@ -108,17 +108,23 @@ done
 # Every round runs every job once: odd rounds in the table's order, even rounds backwards, so that a
 # drift of the box's speed during the bench falls alike on every layout. Each run's output is kept
 # as $WORK/out.JOB.ROUND; the table is printed once all rounds are done.
+# With each run, the share of the box's CPU time the hypervisor gave to other guests meanwhile (steal,
+# /proc/stat): a diagnostic of a slow run on a shared host.
+ticks() { awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 n=${#JOBS[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
   for ((i = 0; i < n; i++)); do
     k=$((r % 2 ? i : n - 1 - i))
     IFS='|' read -r shape name prog args <<<"${JOBS[$k]}"
+    read -r steal0 total0 < <(ticks)
     # shellcheck disable=SC2086
     if ! run "$shape" "$prog" "${MODEL[@]}" $args; then
       echo "error: layout $name ($shape) failed in round $r:"; tail -20 "$WORK/out"; exit 1
     fi
+    read -r steal1 total1 < <(ticks)
     cp "$WORK/out" "$WORK/out.$k.$r"
-    echo "# round $r of $ROUNDS, run $((i + 1)) of $n: $name ($shape) $(field tokens_per_s) tok/s"
+    echo "# round $r of $ROUNDS, run $((i + 1)) of $n: $name ($shape) $(field tokens_per_s) tok/s, steal" \
+      "$(awk -v s=$((steal1 - steal0)) -v t=$((total1 - total0)) 'BEGIN { printf "%.1f", (t > 0) ? 100 * s / t : 0 }')%"
   done
 done
 printf "%-20s %-8s %9s %6s %8s %8s %8s %8s %12s %12s %12s %13s %11s %9s\n" layout link tok/s mfu loss0 lossN rssMB \

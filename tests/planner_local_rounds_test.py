@@ -1,5 +1,6 @@
 """benchmarks/planner_local.py's rounds_spread: each layout's step time per round of zeropp-vs-3d --rounds
-(32 x 128 tokens over the round's tok/s), the spread and the prediction over each round, and the counts,
+(32 x 128 tokens over the round's tok/s), the spread, the prediction over each round, the host's steal share
+where the lines carry it, and the counts,
 against values worked out by hand; layouts measured once, or not predicted, are left out."""
 import contextlib
 import io
@@ -28,7 +29,7 @@ def main():
     # a: 1.00 s then 1.05 s (spread 1.05), predicted 1.00: within 10% of both rounds.
     # b: 1.00 s then 1.25 s (spread 1.25), predicted 1.20: 1.2x the first, 0.96x the second.
     # c: 2.00 s then 2.00 s, predicted 1.50 (0.75x both). d: one round only. e: not predicted.
-    lines = ["# round 1 of 2, run 1 of 4: a (unshaped) %.4f tok/s" % (TOKENS / 1.00),
+    lines = ["# round 1 of 2, run 1 of 4: a (unshaped) %.4f tok/s, steal 12.5%%" % (TOKENS / 1.00),
              "# round 1 of 2, run 2 of 4: b (shaped) %.4f tok/s" % (TOKENS / 1.00),
              "# round 1 of 2, run 3 of 4: c (shaped) %.4f tok/s" % (TOKENS / 2.00),
              "# round 1 of 2, run 4 of 4: d (shaped) %.4f tok/s" % (TOKENS / 3.00),
@@ -36,13 +37,14 @@ def main():
              "a                    unshaped      4096",
              "# round 2 of 2, run 1 of 4: c (shaped) %.4f tok/s" % (TOKENS / 2.00),
              "# round 2 of 2, run 2 of 4: b (shaped) %.4f tok/s" % (TOKENS / 1.25),
-             "# round 2 of 2, run 3 of 4: a (unshaped) %.4f tok/s" % (TOKENS / 1.05),
+             "# round 2 of 2, run 3 of 4: a (unshaped) %.4f tok/s, steal 0.0%%" % (TOKENS / 1.05),
              "# round 2 of 2, run 4 of 4: e (shaped) %.4f tok/s" % (TOKENS / 3.00)]
     out = spread_of(lines, {"a (unshaped)": 1.0, "b (shaped)": 1.2, "c (shaped)": 1.5, "d (shaped)": 3.0})
     rows = {l.split(" (")[0]: l for l in out.splitlines() if not l.startswith("#")}
     assert sorted(rows) == ["a", "b", "c"], out
-    assert "1.0000  1.0500  spread 1.050  pred/meas 1.000 0.952" in rows["a"], out
-    assert "1.0000  1.2500  spread 1.250  pred/meas 1.200 0.960" in rows["b"], out
+    # a's runs carry the host's steal share (zeropp-vs-3d from r104 on), b's do not.
+    assert "1.0000  1.0500  spread 1.050  pred/meas 1.000 0.952  steal% 12.5  0.0" in rows["a"], out
+    assert rows["b"].endswith("1.0000  1.2500  spread 1.250  pred/meas 1.200 0.960"), out
     assert "2.0000  2.0000  spread 1.000  pred/meas 0.750 0.750" in rows["c"], out
     assert ("2 of 3 layouts' rounds within 10% of each other; the prediction within 10% of every round's time "
             "for 1 of 3, of at least one round's for 2 of 3") in out, out
