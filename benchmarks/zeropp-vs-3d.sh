@@ -155,9 +155,11 @@ for ((k = 0; k < n; k++)); do
     measured=$counted
   fi
   paper=$(python3 benchmarks/zeropp_vs_3d_formula.py "$name" $H $D $CTX $M $G)
-  echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu\t$tensor" >>"$TSV"
-  printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f %9s\n" "$name" "$shape" "$tps" "$mfu" "$l0" "$ln" "$rss" \
-    "$tensor" "$measured" "$formula" "$paper" "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo" "${tpw:--}"
+  echo -e "$name\t$shape\t$tps\t$l0\t$ln\t$rss\t$measured\t$formula\t$paper\t$inter\t$lo\t$STEPS\t$mfu\t$tensor" \
+    >>"$TSV"
+  printf "%-20s %-8s %9.0f %6s %8s %8s %8s %8s %12.0f %12.0f %12s %13.0f %11.0f %9s\n" "$name" "$shape" "$tps" \
+    "$mfu" "$l0" "$ln" "$rss" "$tensor" "$measured" "$formula" "$paper" \
+    "$(awk -v b="$inter" -v s="$STEPS" 'BEGIN { print b / s }')" "$lo" "${tpw:--}"
 done
 python3 benchmarks/zeropp_vs_3d_report.py "$TSV" "${PLOT:-benchmarks/results/zeropp-vs-3d$SUFFIX-$(date +%F).png}" \
   "$two_nodes"
