@@ -109,6 +109,7 @@ def speed_drift(path, t_err, n_vs3d):
           f"{len(scaled)} within 10%, mean |error| {sum(abs(e) for e in scaled) / len(scaled):.3f}")
 
 
+STEAL_FREE_PCT = 1.0  # a round with less of the box's CPU time stolen by the host counts as undisturbed
 ROUND = re.compile(r"# round (\d+) of (\d+), run \d+ of \d+: (\S+) \((\w+)\) ([0-9.]+) tok/s(?:, steal ([0-9.]+)%)?")
 
 
@@ -140,6 +141,14 @@ def rounds_spread(path, predicted):
     n = len(per)
     print(f"# diagnostic, not the RESULT: {agree} of {n} layouts' rounds within 10% of each other; the prediction "
           f"within 10% of every round's time for {every} of {n}, of at least one round's for {some} of {n}")
+    # The rounds the host took (almost) no CPU from: under STEAL_FREE_PCT of the box's CPU time stolen.
+    clean = {name: [t for t, x in zip(ts, steal[name]) if x < STEAL_FREE_PCT] for name, ts in per.items()
+             if len(steal.get(name, [])) == len(ts)}
+    clean = {name: ts for name, ts in clean.items() if ts}
+    if clean:
+        within = sum(abs(predicted[name] / (sum(ts) / len(ts)) - 1) <= 0.10 for name, ts in clean.items())
+        print(f"# diagnostic, not the RESULT: {len(clean)} of {n} layouts had a round with under {STEAL_FREE_PCT:g}% of "
+              f"the CPU stolen; the prediction within 10% of those rounds' mean time for {within} of {len(clean)}")
 
 
 def main():

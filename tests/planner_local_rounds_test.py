@@ -38,16 +38,24 @@ def main():
              "# round 2 of 2, run 1 of 4: c (shaped) %.4f tok/s" % (TOKENS / 2.00),
              "# round 2 of 2, run 2 of 4: b (shaped) %.4f tok/s" % (TOKENS / 1.25),
              "# round 2 of 2, run 3 of 4: a (unshaped) %.4f tok/s, steal 0.0%%" % (TOKENS / 1.05),
-             "# round 2 of 2, run 4 of 4: e (shaped) %.4f tok/s" % (TOKENS / 3.00)]
-    out = spread_of(lines, {"a (unshaped)": 1.0, "b (shaped)": 1.2, "c (shaped)": 1.5, "d (shaped)": 3.0})
+             "# round 2 of 2, run 4 of 4: e (shaped) %.4f tok/s" % (TOKENS / 3.00),
+             "# round 1 of 2, run 5 of 5: f (shaped) %.4f tok/s, steal 0.0%%" % (TOKENS / 1.00),
+             "# round 2 of 2, run 1 of 5: f (shaped) %.4f tok/s, steal 30.0%%" % (TOKENS / 2.00)]
+    # f: 1.00 s undisturbed, 2.00 s with 30% of the CPU stolen, predicted 1.05: 1.05x its undisturbed round.
+    out = spread_of(lines, {"a (unshaped)": 1.0, "b (shaped)": 1.2, "c (shaped)": 1.5, "d (shaped)": 3.0,
+                            "f (shaped)": 1.05})
     rows = {l.split(" (")[0]: l for l in out.splitlines() if not l.startswith("#")}
-    assert sorted(rows) == ["a", "b", "c"], out
+    assert sorted(rows) == ["a", "b", "c", "f"], out
     # a's runs carry the host's steal share (zeropp-vs-3d from r104 on), b's do not.
     assert "1.0000  1.0500  spread 1.050  pred/meas 1.000 0.952  steal% 12.5  0.0" in rows["a"], out
     assert rows["b"].endswith("1.0000  1.2500  spread 1.250  pred/meas 1.200 0.960"), out
     assert "2.0000  2.0000  spread 1.000  pred/meas 0.750 0.750" in rows["c"], out
-    assert ("2 of 3 layouts' rounds within 10% of each other; the prediction within 10% of every round's time "
-            "for 1 of 3, of at least one round's for 2 of 3") in out, out
+    assert "1.0000  2.0000  spread 2.000  pred/meas 1.050 0.525  steal%  0.0 30.0" in rows["f"], out
+    assert ("2 of 4 layouts' rounds within 10% of each other; the prediction within 10% of every round's time "
+            "for 1 of 4, of at least one round's for 3 of 4") in out, out
+    # a's undisturbed round is its second (1.05 s: 0.952x), f's its first (1.00 s: 1.05x; both rounds' mean, 0.70x).
+    assert "2 of 4 layouts had a round with under 1% of the CPU stolen; the prediction within 10% of those " \
+           "rounds' mean time for 2 of 2" in out, out
     # One round (a bench run without --rounds): nothing printed.
     assert spread_of(lines[:6], {"a (unshaped)": 1.0}) == "", "one round printed a table"
     print("planner_local_rounds_test: ok")
