@@ -147,8 +147,8 @@ def rounds_spread(path, predicted):
     clean = {name: ts for name, ts in clean.items() if ts}
     if clean:
         within = sum(abs(predicted[name] / (sum(ts) / len(ts)) - 1) <= 0.10 for name, ts in clean.items())
-        print(f"# diagnostic, not the RESULT: {len(clean)} of {n} layouts had a round with under {STEAL_FREE_PCT:g}% of "
-              f"the CPU stolen; the prediction within 10% of those rounds' mean time for {within} of {len(clean)}")
+        print(f"# diagnostic, not the RESULT: {len(clean)} of {n} layouts had a round with under {STEAL_FREE_PCT:g}% "
+              f"of the CPU stolen; the prediction within 10% of those rounds' mean time for {within} of {len(clean)}")
 
 
 def main():
