@@ -17,10 +17,12 @@ HW=scheduler/planner/hardware/cpu-local.json
 FROM="" KEEP=""
 ARGS="$*"
 while (($#)); do
+  # Each option takes a value: a missing one is refused (an empty --from would measure for 9 minutes).
+  [[ "$1" != --* || -n "${2:-}" ]] || { echo "matmul-grid: $1: got no value, expected a file" >&2; exit 2; }
   case "$1" in
-    --hardware) HW="${2:-}"; shift 2 || shift ;;
-    --from) FROM="${2:-}"; shift 2 || shift ;;
-    --keep) KEEP="${2:-}"; shift 2 || shift ;;
+    --hardware) HW="$2"; shift 2 ;;
+    --from) FROM="$2"; shift 2 ;;
+    --keep) KEEP="$2"; shift 2 ;;
     *) echo "matmul-grid: unknown option '$1' (expected --hardware FILE, --from GRID_FILE, --keep GRID_FILE)" >&2
        exit 2 ;;
   esac
