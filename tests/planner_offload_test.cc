@@ -48,14 +48,16 @@ TEST(Planner, OffloadMovesTheOptimizerStateAndItsStep) {
   EXPECT_DOUBLE_EQ(nvme.host, 4 * shard);
   EXPECT_DOUBLE_EQ(nvme.nvme, 8 * shard);
   EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, std::max(update, 2 * shard * 8 / 5e9));
-  // A host whose cores update slower than its memory moves: the measured AdamW rate bounds the
-  // CPU's part (the node's 4 shards at 1 Mparam/s); a fast one leaves the memory bound.
+  // A measured AdamW rate takes the memory bound's place, slow or fast: the node's 4 shards at that
+  // rate, slowed by the copies' 2 x 2 B through host memory beside AdamW's own 30 B a parameter.
   l.offload = Offload::kCpu;
-  Hardware slow = h;
-  slow.host_adamw_params_per_s = 1e6;
-  EXPECT_DOUBLE_EQ(Predict(m, l, slow, 32).optimizer_s, shard * 4 / 1e6);
-  slow.host_adamw_params_per_s = 1e15;
-  EXPECT_DOUBLE_EQ(Predict(m, l, slow, 32).optimizer_s, update);
+  Hardware measured = h;
+  for (double rate : {1e6, 1e12}) {
+    measured.host_adamw_params_per_s = rate;
+    const double cpu = shard * 4 / rate * (30.0 + 2 * 2) / 30;
+    EXPECT_DOUBLE_EQ(Predict(m, l, measured, 32).optimizer_s, std::max(cpu, shard * 2 / 20e9)) << rate;
+  }
+  EXPECT_GT(update, shard * 4 / 1e12 * 34 / 30);  // the fast rate is faster than the memory bound
   // A slow link sets the pace instead: one direction's bytes, the other running beside it.
   Hardware narrow = h;
   narrow.pcie_bytes_per_s = 1e6;
@@ -92,7 +94,13 @@ TEST(Planner, OffloadedParametersLeaveTheDeviceAndAreStagedPerGather) {
   EXPECT_DOUBLE_EQ(cpu.AllModelState(), none.ModelState());
   ASSERT_GT(m.LayerParameters(), m.EmbeddingParameters());
   EXPECT_DOUBLE_EQ(cpu.working - none.working, 2 * 2 * m.LayerParameters() / 4);
-  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, shard * 30 * 4 / 50e9);
+  // Nothing crosses PCIe at the step; the clipping norm reads the node's 4 gradient shards (2 B a
+  // parameter) in host memory before the update starts.
+  const double norm = shard * 4 * 2 / 50e9;
+  EXPECT_DOUBLE_EQ(Predict(m, l, h, 32).optimizer_s, norm + shard * 30 * 4 / 50e9);
+  Hardware measured = h;
+  measured.host_adamw_params_per_s = 1e9;
+  EXPECT_DOUBLE_EQ(Predict(m, l, measured, 32).optimizer_s, norm + shard * 4 / 1e9);
   scheduler::CostModel c = BuildCostModel(m, l, h, 4);
   EXPECT_DOUBLE_EQ(c.gather_staging_s_per_byte, 1 / 20e9);
   EXPECT_DOUBLE_EQ(c.reduce_staging_s_per_byte, 1 / 20e9);

@@ -245,14 +245,24 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload opti
   // update's own traffic. (Until 397a094 fp32 went both ways, after the update.)
   const double staged = params_tier == Offload::kNone ? hw.value_bytes : 0.0;
   const double pcie = params * staged / hw.pcie_bytes_per_s;
-  // The node's CPU updates every offloading device's shard: memory-bound, or bound by the measured
-  // AdamW rate of its cores where the description has one, whichever is slower.
+  // The node's CPU updates every offloading device's shard. Where the description has the measured
+  // AdamW rate of the node's cores, that rate, slowed by the copies' traffic through host memory in
+  // proportion to the update's own bytes; else memory-bound at the host's bandwidth. The measured
+  // rate wins over the bound: the bandwidth is a copy's bytes over its time, which leaves out the
+  // destination's read for ownership, so the bound charged a lent H100's 16-core host 1.99 s for an
+  // update of 5.44B parameters its AdamW ran in 1.25-1.31 s (4.2-4.4 Gparam/s, beside the copies;
+  // the rate measured alone: 4.6), benchmarks/results/gpu-2026-11-28.txt.
   const double node_params = params * std::max(1, devices_on_node);
-  double cpu = node_params * (AdamBytesPerParam(hw) + 2 * staged) / hw.host_bytes_per_s;
-  if (hw.host_adamw_params_per_s > 0) cpu = std::max(cpu, node_params / hw.host_adamw_params_per_s);
+  const double cpu = hw.host_adamw_params_per_s > 0
+                         ? node_params / hw.host_adamw_params_per_s * (1 + 2 * staged / AdamBytesPerParam(hw))
+                         : node_params * (AdamBytesPerParam(hw) + 2 * staged) / hw.host_bytes_per_s;
+  // Gradient shards on the host (parameters offloaded there): the clipping norm reads each before any
+  // update may start (the engine's step end, zeropp/engine.cc), the node's at host bandwidth. A
+  // device-resident shard's norm runs on the device, in the step's compute.
+  const double norm = params_tier == Offload::kCpu ? node_params * grad / hw.host_bytes_per_s : 0.0;
   // Pipelined unit by unit: the slowest of the three streams sets the pace (the first unit's copy
   // down and the last one's up, a unit's worth each, are left out).
-  return std::max({pcie, cpu, io});
+  return norm + std::max({pcie, cpu, io});
 }
 
 }  // namespace planner

@@ -108,16 +108,17 @@ double OptimizerSeconds(const Hardware& hw, double params);
 // The same step with master and moments offloaded (zeropp's engine, ZeRO-Offload), pipelined unit
 // by unit as the engine's step runs it, so the slowest stream counts: the gradient shard down over
 // PCIe and the updated compute shard up, in the compute dtype, each direction on its own copy engine
-// (zeropp/host_staging.h); AdamW on the CPU at the node's host memory bandwidth shared by the node's
-// `devices_on_node` offloading devices (the bytes above plus the two copies'), or at
-// host.adamw_mparams_per_s for the node's parameters where that is slower. With the parameters
-// offloaded too (`params_tier`: ZeRO-Infinity) the gradient shard is already on the host and the
-// updated shard stays there: no transfer. NVMe (hw.nvme, per device), streamed unit by unit beside
-// the CPU's update: the moments read and written back (optimizer
-// on nvme; the master stays in host memory, as the engine keeps it), and with the parameters on
-// nvme their master read and written, the gradient shard read twice (the clipping norm's pass and
-// the update) and in bf16 the compute shard written (14 B per parameter in bf16, 16 B in fp32,
-// where the master is the shard). On a CPU box (shared compute units) the host is the device: no
+// (zeropp/host_staging.h); AdamW on the CPU for the node's `devices_on_node` offloading devices, at
+// host.adamw_mparams_per_s where the description has it (slowed by the two copies' bytes through
+// host memory in proportion to AdamW's own), else at the host's memory bandwidth (AdamW's bytes plus
+// the copies'). With the parameters offloaded too (`params_tier`: ZeRO-Infinity) the gradient shard
+// is already on the host and the updated shard stays there: no transfer; in host memory the
+// clipping norm's read of the gradient shards comes first, at host bandwidth. NVMe (hw.nvme, per
+// device), streamed unit by unit beside the CPU's update: the moments read and written back
+// (optimizer on nvme; the master stays in host memory, as the engine keeps it), and with the
+// parameters on nvme their master read and written, the gradient shard read twice (the clipping
+// norm's pass and the update) and in bf16 the compute shard written (14 B per parameter in bf16,
+// 16 B in fp32, where the master is the shard). On a CPU box (shared compute units) the host is the device: no
 // transfer, the measured optimizer rate on cpu_share of a core (ComputeOptions::share).
 // `optimizer` is kCpu or kNvme (offloaded), `params_tier` the parameters' tier (kNone: on the device).
 double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload optimizer, Offload params_tier,
