@@ -46,6 +46,26 @@ def main():
                 for oi, o in enumerate(dims):
                     got = table[p][(ti * len(dims) + ii) * len(dims) + oi]
                     assert abs(got / eff[p](t, i, o) - 1) < 1e-3, (p, t, i, o, got)
+    # timed's batch length: a call of 0.1 ms on a fake clock, 2 ms a run asked, so 20 calls a run
+    # (not the 3 given), after 2 warm-up calls and 1 probe; without min_batch_s the 3 stand.
+    class Clock:
+        now, calls = 0.0, 0
+
+    def call():
+        Clock.now += 1e-4
+        Clock.calls += 1
+
+    real = gpu_calibrate.time.perf_counter
+    gpu_calibrate.time.perf_counter = lambda: Clock.now
+    try:
+        per_call = gpu_calibrate.timed(call, "cpu", 2, inner=3, min_batch_s=2e-3)
+        assert Clock.calls == 2 + 1 + 2 * 20, Clock.calls
+        assert abs(per_call - 1e-4) < 1e-12, per_call
+        Clock.calls = 0
+        gpu_calibrate.timed(call, "cpu", 2, inner=3)
+        assert Clock.calls == 2 + 2 * 3, Clock.calls
+    finally:
+        gpu_calibrate.time.perf_counter = real
     print("gpu_calibrate_fit_test: ok")
 
 

@@ -33,19 +33,31 @@ The rest of the description (links, device capacity, reserve) is the base file's
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
 
 
-def timed(fn, device, repeats, inner=10):
+def timed(fn, device, repeats, inner=10, min_batch_s=0.0):
     """Seconds per call of fn: the best of `repeats` runs of `inner` back-to-back calls between two
     synchronisations (the host queues ahead as in training, so launch latency hides behind kernels
-    that outlast it), after two warm-up calls."""
-    import torch
+    that outlast it), after two warm-up calls. With min_batch_s, inner grows (up to 200) until one
+    run lasts about that long, by one synchronised call's time: the synchronisations' own latency
+    then weighs little even on short kernels."""
+    if device == "cuda":
+        import torch
 
     for _ in range(2):
         fn()
+    if min_batch_s > 0:
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        inner = max(inner, min(200, math.ceil(min_batch_s / max(time.perf_counter() - t, 1e-9))))
     best = float("inf")
     for _ in range(repeats):
         if device == "cuda":
@@ -107,7 +119,11 @@ def measure_table(torch, dev, dtype, peak, reps, quick):
             dy = torch.randn(t, o, device=dev, dtype=dtype)
             runs = {"forward": lambda: torch.addmm(b, x, w.t()), "input_grad": lambda: dy @ w,
                     "weight_grad": lambda: dy.t() @ x}
-            cache[(t, i, o)] = {q: timed(fn, dev, reps, inner=3) for q, fn in runs.items()}
+            # At least 3 calls and about 2 ms a run: on 2026-11-28's lease 3 calls a run (before this)
+            # gave a 1.2B step's GEMM shapes 0.70-0.75 of peak where its training step's GEMMs ran at
+            # 0.81 by the op profile (gpu-2026-11-28.txt); how much of that the sync latency was, the
+            # next lease measures.
+            cache[(t, i, o)] = {q: timed(fn, dev, reps, inner=3, min_batch_s=2e-3) for q, fn in runs.items()}
             del x, w, b, dy
         return cache[(t, i, o)][p]
 
