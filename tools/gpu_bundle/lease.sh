@@ -13,7 +13,10 @@
 # tests) and then `lease.sh oversized 470` (369 s) fit one 900 s session, the second call's fresh
 # start included; on 11-27b the first four test binaries (30 s) and resident (380 s), then
 # `lease.sh oversized 400` on the warm machine (398 s): 844 s held of 900. The other binaries'
-# 40 s then leave about 15 s: cut the oversized call's limit to make room, or skip them.
+# 40 s then leave about 15 s: cut the oversized call's limit to make room, or skip them. On 11-28,
+# with the host AdamW on every core: call 1 `run_tests.sh` (every binary, 79 s) then `lease.sh
+# oversized 390` (283 s), 367 s with the start; call 2, warm, `gpu_checks.sh resident` (328 s):
+# 741 s held of 900, every check and every CUDA case.
 set -o pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 mode="${1:-}"
