@@ -2,7 +2,8 @@
 # ./zpp bench adam: zeropp's CPU AdamW (the product's path: the CPU's best vector code, all threads)
 # vs torch.optim.AdamW (foreach, fused) vs DeepSpeedCPUAdam, and the memory bound of AdamW's own
 # access pattern (4 reads, 3 writes per parameter), all measured in this run on 2^26 parameters,
-# each the best of the same number of steps at the same thread count. Peers are installed into a
+# each the best of the same number of steps at the same thread count; and the gradient norm's pass
+# over bf16 values against a read-only pass over the same bytes. Peers are installed into a
 # private venv (which reuses the pinned torch wheel `./zpp setup` installed), never into the product.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,3 +34,8 @@ line zeropp_adamw_vs_own_pattern_stream "$best" Mparam/s "$pattern" 0.80
 line zeropp_vs_deepspeed_cpu_adam "$best" Mparam/s "$ds" 1.20
 line zeropp_vs_torch_adamw_fused "$best" Mparam/s "$tf" 1.00
 line zeropp_vs_torch_adamw_foreach "$best" Mparam/s "$te" 1.00
+# The gradient norm's pass over a bf16 shard (the offloaded step's first pass) against a read-only
+# pass over the same bytes, measured alternately in adam_bench.
+norm=$(grep -oP '(?<=norm_zeropp_gvalues_per_s=)[0-9.]+' <<<"$ours")
+readpat=$(grep -oP '(?<=norm_read_pattern_gvalues_per_s=)[0-9.]+' <<<"$ours")
+line zeropp_bf16_norm_vs_read_pattern "$norm" Gvalue/s "$readpat" 0.80

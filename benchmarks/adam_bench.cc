@@ -7,8 +7,11 @@
 // each reports its best and its median. The peers (benchmarks/adam_peers.py) get the same reps,
 // the same best-of and the same thread count. The STREAM triad is printed for information only:
 // on this VM its 2-read/1-write mix is not a bound for a 4-read/3-write kernel.
+// Then the gradient norm's pass (kernels::SumOfSquaresBf16) over n bf16 values against a read-only
+// pass over the same bytes, and against its own scalar path, alternately in the same way.
 // Prints "ZPP key=value" lines for benchmarks/adam.sh.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -99,5 +102,47 @@ int main(int argc, char** argv) {
   report("pattern", bound_s);
   std::printf("ZPP path=%s\n", CpuPathName(path));
   report("zeropp", ours_s);
+
+  // The gradient norm's pass over n bf16 values (an offloaded bf16 gradient shard), beside the
+  // memory bound of a read-only pass over the same bytes (a sum of 64-bit words, four partial sums:
+  // trivial arithmetic), and the scalar path in the same run. Alternating, `reps` times each.
+  std::vector<uint16_t> gb(n);
+  CastFloatToBf16(g.data(), gb.data(), n);
+  const uint16_t* gbp = gb.data();
+  std::atomic<uint64_t> checksum{0};
+  std::atomic<uint64_t>* sum = &checksum;
+  std::vector<double> read_s, norm_s, scalar_s;
+  double norm = 0, scalar = 0;
+  for (int r = 0; r < reps; ++r) {
+    read_s.push_back(ParallelSeconds(n / 4, threads, [=](int64_t lo, int64_t hi) {
+      const uint64_t* w = reinterpret_cast<const uint64_t*>(gbp);
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = lo;
+      for (; i + 4 <= hi; i += 4) s0 += w[i], s1 += w[i + 1], s2 += w[i + 2], s3 += w[i + 3];
+      for (; i < hi; ++i) s0 += w[i];
+      sum->fetch_add(s0 + s1 + s2 + s3, std::memory_order_relaxed);
+    }));
+    auto t0 = Clock::now();
+    norm = SumOfSquaresBf16(gbp, n, threads, path);
+    norm_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    scalar = SumOfSquaresBf16(gbp, n, threads, CpuPath::kScalar);
+    scalar_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  if (norm != scalar) {
+    std::fprintf(stderr, "adam_bench: the %s norm (%.17g) differs from the scalar one (%.17g)\n", CpuPathName(path),
+                 norm, scalar);
+    return 1;
+  }
+  auto report_values = [&](const char* key, const std::vector<double>& s) {
+    std::printf("ZPP %s_gvalues_per_s=%.3f median=%.3f worst=%.3f reps=%d threads=%d\n", key,
+                n / *std::min_element(s.begin(), s.end()) / 1e9, n / Median(s) / 1e9,
+                n / *std::max_element(s.begin(), s.end()) / 1e9, reps, threads);
+  };
+  report_values("norm_read_pattern", read_s);
+  report_values("norm_zeropp", norm_s);
+  report_values("norm_scalar", scalar_s);
+  // Printed, so the read pass cannot be optimised away.
+  std::printf("ZPP norm_read_checksum=%llu (information only)\n", static_cast<unsigned long long>(checksum.load()));
   return 0;
 }

@@ -141,15 +141,63 @@ RangeFn Pick(CpuPath p) {
 inline double Wide(float x) { return x; }
 inline double Wide(uint16_t x) { return Bf16ToFloat(x); }
 
+// A chunk's 8 partial sums: lane k takes x[i] for i = k (mod 8), then the fixed pairwise total.
+// Every path adds in this order and x^2 is exact in double, so each gives the scalar loop's bits
+// (a fused multiply-add rounds once, as the separate add does).
 template <typename T>
-double ChunkSumOfSquares(const T* x, int64_t n) {
+double FinishChunk(double* acc, const T* x, int64_t i, int64_t n) {
+  for (; i < n; ++i) acc[i % 8] += Wide(x[i]) * Wide(x[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+template <typename T>
+double ChunkSumOfSquaresScalar(const T* x, int64_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k) acc[k] += Wide(x[i + k]) * Wide(x[i + k]);
   }
-  for (; i < n; ++i) acc[i % 8] += Wide(x[i]) * Wide(x[i]);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  return FinishChunk(acc, x, i, n);
+}
+
+// Eight values as fp32: loaded, or bf16 widened by a 16-bit shift (exact).
+__attribute__((target("avx2,fma"))) inline __m256 Load8(const float* x) { return _mm256_loadu_ps(x); }
+__attribute__((target("avx2,fma"))) inline __m256 Load8(const uint16_t* x) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// The vector paths. A lent H100 host's norm pass over 2.8B offloaded bf16 gradients took 0.21 s on
+// 16 threads, about 3x its memory time (benchmarks/results/gpu-2026-11-28.txt, check 4); the
+// scalar loop reads bf16 at 0.32-0.36 of a read-only pass's rate on this project's 2-core box, the
+// vector paths with four chunks at a time at about 1.0 (./zpp bench adam, norm lines).
+template <typename T>
+__attribute__((target("avx2,fma"))) double ChunkSumOfSquaresAvx2(const T* x, int64_t n) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0-3 and 4-7
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 f = Load8(x + i);
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+    lo = _mm256_fmadd_pd(a, a, lo);
+    hi = _mm256_fmadd_pd(b, b, hi);
+  }
+  alignas(32) double acc[8];
+  _mm256_store_pd(acc, lo);
+  _mm256_store_pd(acc + 4, hi);
+  return FinishChunk(acc, x, i, n);
+}
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx2,fma"))) double ChunkSumOfSquaresAvx512(const T* x, int64_t n) {
+  __m512d acc8 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d w = _mm512_cvtps_pd(Load8(x + i));
+    acc8 = _mm512_fmadd_pd(w, w, acc8);
+  }
+  alignas(64) double acc[8];
+  _mm512_store_pd(acc, acc8);
+  return FinishChunk(acc, x, i, n);
 }
 
 // fn(begin, end) over [0, n) split among `threads` threads in blocks that are multiples of `align`
@@ -209,13 +257,67 @@ void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads
   Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
 }
 
+// Four whole chunks at once (x, x + chunk, ...), each into its own accumulators as above: four
+// independent chains of fused multiply-adds, where one chunk alone waits on each add's latency (on
+// this project's 2-core AVX-512 box one chunk at a time reached 0.61 of a read-only pass's rate).
 template <typename T>
-double SumOfSquaresT(const T* x, int64_t n, int threads) {
+__attribute__((target("avx2,fma"))) void FourChunksAvx2(const T* x, int64_t chunk, double* out) {
+  __m256d lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_pd();
+  for (int64_t i = 0; i + 8 <= chunk; i += 8) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 f = Load8(x + j * chunk + i);
+      const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+      lo[j] = _mm256_fmadd_pd(a, a, lo[j]);
+      hi[j] = _mm256_fmadd_pd(b, b, hi[j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    alignas(32) double acc[8];
+    _mm256_store_pd(acc, lo[j]);
+    _mm256_store_pd(acc + 4, hi[j]);
+    out[j] = FinishChunk(acc, x + j * chunk, chunk / 8 * 8, chunk);
+  }
+}
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx2,fma"))) void FourChunksAvx512(const T* x, int64_t chunk, double* out) {
+  __m512d a[4];
+  for (int j = 0; j < 4; ++j) a[j] = _mm512_setzero_pd();
+  for (int64_t i = 0; i + 8 <= chunk; i += 8) {
+    for (int j = 0; j < 4; ++j) {
+      const __m512d w = _mm512_cvtps_pd(Load8(x + j * chunk + i));
+      a[j] = _mm512_fmadd_pd(w, w, a[j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    alignas(64) double acc[8];
+    _mm512_store_pd(acc, a[j]);
+    out[j] = FinishChunk(acc, x + j * chunk, chunk / 8 * 8, chunk);
+  }
+}
+
+template <typename T>
+double SumOfSquaresT(const T* x, int64_t n, int threads, CpuPath path) {
+  if (!CpuPathAvailable(path)) {
+    throw std::invalid_argument(std::string("SumOfSquares: path ") + CpuPathName(path) +
+                                " is not available on this CPU");
+  }
+  double (*const ChunkSumOfSquares)(const T*, int64_t) = path == CpuPath::kAvx512 ? ChunkSumOfSquaresAvx512<T>
+                                                         : path == CpuPath::kAvx2 ? ChunkSumOfSquaresAvx2<T>
+                                                                                  : ChunkSumOfSquaresScalar<T>;
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(static_cast<size_t>(std::max<int64_t>(chunks, 0)), 0.0);
+  void (*const four)(const T*, int64_t, double*) = path == CpuPath::kAvx512 ? FourChunksAvx512<T>
+                                                  : path == CpuPath::kAvx2   ? FourChunksAvx2<T>
+                                                                             : nullptr;
   auto run = [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) part[c] = ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
+    int64_t c = c0;
+    if (four) {
+      for (; c + 4 <= c1 && (c + 4) * kChunk <= n; c += 4) four(x + c * kChunk, kChunk, &part[c]);
+    }
+    for (; c < c1; ++c) part[c] = ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
   };
   Parallel(chunks, threads, run, /*serial_below=*/2, /*align=*/1);  // whole chunks to each thread
   double sum = 0;
@@ -223,9 +325,15 @@ double SumOfSquaresT(const T* x, int64_t n, int threads) {
   return sum;
 }
 
-double SumOfSquares(const float* x, int64_t n, int threads) { return SumOfSquaresT(x, n, threads); }
+double SumOfSquares(const float* x, int64_t n, int threads, CpuPath path) { return SumOfSquaresT(x, n, threads, path); }
+double SumOfSquares(const float* x, int64_t n, int threads) { return SumOfSquares(x, n, threads, BestCpuPath()); }
 
-double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads) { return SumOfSquaresT(x, n, threads); }
+double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads, CpuPath path) {
+  return SumOfSquaresT(x, n, threads, path);
+}
+double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads) {
+  return SumOfSquaresBf16(x, n, threads, BestCpuPath());
+}
 
 void CastFloatToBf16(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);

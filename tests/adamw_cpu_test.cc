@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,35 @@ TEST(SumOfSquaresTest, Bf16EqualsTheWidenedFp32Sum) {
       EXPECT_GT(want, 0.0);
     }
     for (int threads : {1, 2, 5}) EXPECT_EQ(SumOfSquaresBf16(b.data(), n, threads), want) << "n=" << n << " threads=" << threads;
+  }
+}
+
+// Every vector path the CPU has gives the scalar loop's bits, fp32 and bf16, with and without a
+// tail, one chunk (2^16 values) or several, four at a time (9 x 2^16 + 5 values: on one thread
+// 4 + 4 chunks, one and the tail; on three, 4, 4, and one and the tail), on values spread over 20
+// binary orders of magnitude; a path the CPU lacks is refused.
+TEST(SumOfSquaresTest, EveryPathGivesTheScalarBits) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> exponent(-10.0f, 10.0f);
+  for (int64_t n :
+       {int64_t{1}, int64_t{8}, int64_t{15}, int64_t{(1 << 16) + 13}, int64_t{3 << 16}, int64_t{(9 << 16) + 5}}) {
+    std::vector<float> x = Normal(n, rng, 1.0f);
+    for (float& v : x) v *= std::exp2(exponent(rng));
+    std::vector<uint16_t> b(static_cast<size_t>(n));
+    CastFloatToBf16(x.data(), b.data(), n);
+    const double f32 = SumOfSquares(x.data(), n, 1, CpuPath::kScalar);
+    const double bf16 = SumOfSquaresBf16(b.data(), n, 1, CpuPath::kScalar);
+    for (CpuPath path : {CpuPath::kAvx2, CpuPath::kAvx512}) {
+      if (!CpuPathAvailable(path)) {
+        EXPECT_THROW(SumOfSquares(x.data(), n, 1, path), std::invalid_argument) << CpuPathName(path);
+        continue;
+      }
+      for (int threads : {1, 3}) {
+        EXPECT_EQ(SumOfSquares(x.data(), n, threads, path), f32) << CpuPathName(path) << " n=" << n;
+        EXPECT_EQ(SumOfSquaresBf16(b.data(), n, threads, path), bf16) << CpuPathName(path) << " n=" << n;
+      }
+    }
+    EXPECT_EQ(SumOfSquares(x.data(), n, 2), f32) << "the default path, n=" << n;
   }
 }
 
