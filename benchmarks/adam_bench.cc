@@ -94,10 +94,12 @@ int main(int argc, char** argv) {
     AdamWCpu(a, h, path, threads);
     ours_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  auto report = [&](const char* key, const std::vector<double>& s) {
-    std::printf("ZPP %s_mparams_per_s=%.1f median=%.1f worst=%.1f reps=%d threads=%d\n", key,
-                n / *std::min_element(s.begin(), s.end()) / 1e6, n / Median(s) / 1e6,
-                n / *std::max_element(s.begin(), s.end()) / 1e6, reps, threads);
+  // n items over the best, median and worst seconds, in units of `per` (1e6: Mparam/s, 1e9: Gvalue/s).
+  auto report = [&](const char* key, const std::vector<double>& s, double per = 1e6, const char* unit = "mparams") {
+    const int d = per > 1e6 ? 3 : 1;  // decimals
+    std::printf("ZPP %s_%s_per_s=%.*f median=%.*f worst=%.*f reps=%d threads=%d\n", key, unit, d,
+                n / *std::min_element(s.begin(), s.end()) / per, d, n / Median(s) / per, d,
+                n / *std::max_element(s.begin(), s.end()) / per, reps, threads);
   };
   report("pattern", bound_s);
   std::printf("ZPP path=%s\n", CpuPathName(path));
@@ -134,14 +136,9 @@ int main(int argc, char** argv) {
                  norm, scalar);
     return 1;
   }
-  auto report_values = [&](const char* key, const std::vector<double>& s) {
-    std::printf("ZPP %s_gvalues_per_s=%.3f median=%.3f worst=%.3f reps=%d threads=%d\n", key,
-                n / *std::min_element(s.begin(), s.end()) / 1e9, n / Median(s) / 1e9,
-                n / *std::max_element(s.begin(), s.end()) / 1e9, reps, threads);
-  };
-  report_values("norm_read_pattern", read_s);
-  report_values("norm_zeropp", norm_s);
-  report_values("norm_scalar", scalar_s);
+  report("norm_read_pattern", read_s, 1e9, "gvalues");
+  report("norm_zeropp", norm_s, 1e9, "gvalues");
+  report("norm_scalar", scalar_s, 1e9, "gvalues");
   // Printed, so the read pass cannot be optimised away.
   std::printf("ZPP norm_read_checksum=%llu (information only)\n", static_cast<unsigned long long>(checksum.load()));
   return 0;

@@ -167,37 +167,59 @@ __attribute__((target("avx2,fma"))) inline __m256 Load8(const uint16_t* x) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-// The vector paths. A lent H100 host's norm pass over 2.8B offloaded bf16 gradients took 0.21 s on
-// 16 threads, about 3x its memory time (benchmarks/results/gpu-2026-11-28.txt, check 4); the
-// scalar loop reads bf16 at 0.32-0.36 of a read-only pass's rate on this project's 2-core box, the
-// vector paths with four chunks at a time at about 1.0 (./zpp bench adam, norm lines).
-template <typename T>
-__attribute__((target("avx2,fma"))) double ChunkSumOfSquaresAvx2(const T* x, int64_t n) {
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0-3 and 4-7
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 f = Load8(x + i);
-    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
-    lo = _mm256_fmadd_pd(a, a, lo);
-    hi = _mm256_fmadd_pd(b, b, hi);
+// The vector paths, K chunks of n values at once (x, x + stride, ...), each into its own 8 lanes:
+// K independent chains of fused multiply-adds. One chunk alone waits on each add's latency (0.61 of
+// a read-only pass's rate on this project's 2-core AVX-512 box), so whole chunks go four at a time
+// (about 1.0) and only a thread's last few, or the short last chunk, one at a time. A lent H100
+// host's norm pass over 2.8B offloaded bf16 gradients took 0.21 s on 16 threads, about 3x its
+// memory time (benchmarks/results/gpu-2026-11-28.txt, check 4); the scalar loop reads bf16 at
+// 0.30-0.36 of a read-only pass's rate here (./zpp bench adam, norm lines).
+template <int K, typename T>
+__attribute__((target("avx2,fma"))) void ChunksAvx2(const T* x, int64_t stride, int64_t n, double* out) {
+  __m256d lo[K], hi[K];  // lanes 0-3 and 4-7
+  for (int j = 0; j < K; ++j) lo[j] = hi[j] = _mm256_setzero_pd();
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    for (int j = 0; j < K; ++j) {
+      const __m256 f = Load8(x + j * stride + i);
+      const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+      lo[j] = _mm256_fmadd_pd(a, a, lo[j]);
+      hi[j] = _mm256_fmadd_pd(b, b, hi[j]);
+    }
   }
-  alignas(32) double acc[8];
-  _mm256_store_pd(acc, lo);
-  _mm256_store_pd(acc + 4, hi);
-  return FinishChunk(acc, x, i, n);
+  for (int j = 0; j < K; ++j) {
+    alignas(32) double acc[8];
+    _mm256_store_pd(acc, lo[j]);
+    _mm256_store_pd(acc + 4, hi[j]);
+    out[j] = FinishChunk(acc, x + j * stride, n / 8 * 8, n);
+  }
 }
 
-template <typename T>
-__attribute__((target("avx512f,avx512bw,avx2,fma"))) double ChunkSumOfSquaresAvx512(const T* x, int64_t n) {
-  __m512d acc8 = _mm512_setzero_pd();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m512d w = _mm512_cvtps_pd(Load8(x + i));
-    acc8 = _mm512_fmadd_pd(w, w, acc8);
+template <int K, typename T>
+__attribute__((target("avx512f,avx512bw,avx2,fma"))) void ChunksAvx512(const T* x, int64_t stride, int64_t n,
+                                                                          double* out) {
+  __m512d a[K];
+  for (int j = 0; j < K; ++j) a[j] = _mm512_setzero_pd();
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    for (int j = 0; j < K; ++j) {
+      const __m512d w = _mm512_cvtps_pd(Load8(x + j * stride + i));
+      a[j] = _mm512_fmadd_pd(w, w, a[j]);
+    }
   }
-  alignas(64) double acc[8];
-  _mm512_store_pd(acc, acc8);
-  return FinishChunk(acc, x, i, n);
+  for (int j = 0; j < K; ++j) {
+    alignas(64) double acc[8];
+    _mm512_store_pd(acc, a[j]);
+    out[j] = FinishChunk(acc, x + j * stride, n / 8 * 8, n);
+  }
+}
+
+template <int K, typename T>
+void ChunksScalar(const T* x, int64_t stride, int64_t n, double* out) {
+  for (int j = 0; j < K; ++j) out[j] = ChunkSumOfSquaresScalar(x + j * stride, n);
+}
+
+template <int K, typename T>
+auto PickChunks(CpuPath p) {
+  return p == CpuPath::kAvx512 ? ChunksAvx512<K, T> : p == CpuPath::kAvx2 ? ChunksAvx2<K, T> : ChunksScalar<K, T>;
 }
 
 // fn(begin, end) over [0, n) split among `threads` threads in blocks that are multiples of `align`
@@ -257,67 +279,20 @@ void AdamWCpu(const AdamWArgs& a, const AdamWHyper& h, CpuPath path, int threads
   Parallel(a.n, threads, [&](int64_t b, int64_t e) { fn(a, c, b, e); });
 }
 
-// Four whole chunks at once (x, x + chunk, ...), each into its own accumulators as above: four
-// independent chains of fused multiply-adds, where one chunk alone waits on each add's latency (on
-// this project's 2-core AVX-512 box one chunk at a time reached 0.61 of a read-only pass's rate).
-template <typename T>
-__attribute__((target("avx2,fma"))) void FourChunksAvx2(const T* x, int64_t chunk, double* out) {
-  __m256d lo[4], hi[4];
-  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_pd();
-  for (int64_t i = 0; i + 8 <= chunk; i += 8) {
-    for (int j = 0; j < 4; ++j) {
-      const __m256 f = Load8(x + j * chunk + i);
-      const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
-      lo[j] = _mm256_fmadd_pd(a, a, lo[j]);
-      hi[j] = _mm256_fmadd_pd(b, b, hi[j]);
-    }
-  }
-  for (int j = 0; j < 4; ++j) {
-    alignas(32) double acc[8];
-    _mm256_store_pd(acc, lo[j]);
-    _mm256_store_pd(acc + 4, hi[j]);
-    out[j] = FinishChunk(acc, x + j * chunk, chunk / 8 * 8, chunk);
-  }
-}
-
-template <typename T>
-__attribute__((target("avx512f,avx512bw,avx2,fma"))) void FourChunksAvx512(const T* x, int64_t chunk, double* out) {
-  __m512d a[4];
-  for (int j = 0; j < 4; ++j) a[j] = _mm512_setzero_pd();
-  for (int64_t i = 0; i + 8 <= chunk; i += 8) {
-    for (int j = 0; j < 4; ++j) {
-      const __m512d w = _mm512_cvtps_pd(Load8(x + j * chunk + i));
-      a[j] = _mm512_fmadd_pd(w, w, a[j]);
-    }
-  }
-  for (int j = 0; j < 4; ++j) {
-    alignas(64) double acc[8];
-    _mm512_store_pd(acc, a[j]);
-    out[j] = FinishChunk(acc, x + j * chunk, chunk / 8 * 8, chunk);
-  }
-}
-
 template <typename T>
 double SumOfSquaresT(const T* x, int64_t n, int threads, CpuPath path) {
   if (!CpuPathAvailable(path)) {
     throw std::invalid_argument(std::string("SumOfSquares: path ") + CpuPathName(path) +
                                 " is not available on this CPU");
   }
-  double (*const ChunkSumOfSquares)(const T*, int64_t) = path == CpuPath::kAvx512 ? ChunkSumOfSquaresAvx512<T>
-                                                         : path == CpuPath::kAvx2 ? ChunkSumOfSquaresAvx2<T>
-                                                                                  : ChunkSumOfSquaresScalar<T>;
+  const auto one = PickChunks<1, T>(path), four = PickChunks<4, T>(path);
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(static_cast<size_t>(std::max<int64_t>(chunks, 0)), 0.0);
-  void (*const four)(const T*, int64_t, double*) = path == CpuPath::kAvx512 ? FourChunksAvx512<T>
-                                                  : path == CpuPath::kAvx2   ? FourChunksAvx2<T>
-                                                                             : nullptr;
   auto run = [&](int64_t c0, int64_t c1) {
     int64_t c = c0;
-    if (four) {
-      for (; c + 4 <= c1 && (c + 4) * kChunk <= n; c += 4) four(x + c * kChunk, kChunk, &part[c]);
-    }
-    for (; c < c1; ++c) part[c] = ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
+    for (; c + 4 <= c1 && (c + 4) * kChunk <= n; c += 4) four(x + c * kChunk, kChunk, kChunk, &part[c]);
+    for (; c < c1; ++c) one(x + c * kChunk, kChunk, std::min(kChunk, n - c * kChunk), &part[c]);
   };
   Parallel(chunks, threads, run, /*serial_below=*/2, /*align=*/1);  // whole chunks to each thread
   double sum = 0;
