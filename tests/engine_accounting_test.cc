@@ -142,6 +142,32 @@ TEST(EngineAccountingTest, PeakUnshardedGradRespectsPendingReductionCap) {
   }
 }
 
+// A zero group of one: every unit's gradient is still reduced once per micro-batch (the engine's
+// count), but into its shard directly: no reduce-scatter reaches the communicator, and no
+// reduction is left pending: at most two units' unsharded gradients are live (the one in backward
+// and the tied embedding's, accumulating from the head's backward onward).
+TEST(EngineAccountingTest, ZeroGroupOfOneReducesWithoutCollective) {
+  for (int micro : {1, 2}) {
+    ParityCase c = MlpCase(1, micro, true);
+    c.model = ModelKind::kGpt;
+    c.options.param_dtype = at::kBFloat16;
+    c.options.reduce_dtype = at::kFloat;
+    c.steps = 2;
+    auto ranks = testing::RunZeropp(c);
+    const auto& rec = ranks[0];
+    int64_t units_with_params = 0;
+    for (int64_t p : rec.unit_padded) units_with_params += p > 0;
+    for (const StepResult& r : rec.results) {
+      EXPECT_EQ(r.reduce_scatters, units_with_params * micro) << "micro " << micro;
+      EXPECT_EQ(r.zero_comm[OpKind::kReduceScatter].ops, 0) << "micro " << micro;
+      EXPECT_EQ(r.zero_comm[OpKind::kReduceScatter].bytes_sent, 0) << "micro " << micro;
+    }
+    EXPECT_GT(rec.memory.grad_unsharded_peak_bytes, 0);
+    EXPECT_LE(rec.memory.grad_unsharded_peak_bytes, LargestUnitsBytes(rec.unit_padded, 2) / 2)
+        << "bf16 bytes of the two largest units, micro " << micro;
+  }
+}
+
 // The GPT on 2 ranks for 10 steps on `device`, `micro` micro-batches a step.
 ParityCase GptCase(const std::string& device, int micro) {
   ParityCase c = MlpCase(2, micro, true);

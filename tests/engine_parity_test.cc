@@ -29,6 +29,9 @@ std::vector<ParityCase> Cases() {
   EngineOptions gpt = base;
   gpt.adamw.eps = 1e-6f;
   add("n1_default", 1, {1, 1, 1, DpMode::kDp}, base);
+  // A zero group of one adds each unsharded gradient into the shard without a collective: the
+  // first micro-batch's pass copies, the later ones add.
+  add("n1_grad_accum3", 1, {1, 1, 1, DpMode::kDp}, base, testing::ModelKind::kMlp, 3);
   add("n2_default", 2, {1, 2, 1, DpMode::kDp}, base);
   EngineOptions o = base;
   o.prefetch_depth = 0;
@@ -59,6 +62,9 @@ std::vector<ParityCase> Cases() {
   o.max_grad_norm = 0.5;
   add("n4_gpt_tied_clip", 4, {1, 4, 1, DpMode::kDp}, o, testing::ModelKind::kGpt);
   add("n2_gpt_tied_accum2", 2, {1, 2, 1, DpMode::kDp}, gpt, testing::ModelKind::kGpt, 2);
+  o = gpt;
+  o.max_grad_norm = 0.5;
+  add("n1_gpt_tied_accum2_clip", 1, {1, 1, 1, DpMode::kDp}, o, testing::ModelKind::kGpt, 2);
   add("n4_hybrid_dp", 4, {1, 2, 2, DpMode::kDp}, base);
   add("n4_hybrid_zero1", 4, {1, 2, 2, DpMode::kZero1}, base);
   o = gpt;

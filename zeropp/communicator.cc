@@ -533,7 +533,7 @@ std::shared_ptr<CommWork> Communicator::ReduceScatter(at::Tensor out, at::Tensor
       RingReduceScatter(t.record, flat_in, flat_out, EqualBounds(flat_out.numel(), size()),
                         OpKind::kReduceScatter);
     }
-    if (rop == ReduceOp::kAvg) flat_out.div_(size());
+    if (rop == ReduceOp::kAvg && size() > 1) flat_out.div_(size());
     FromBackend(out.view({-1}), flat_out);
   });
 }
@@ -554,7 +554,7 @@ std::shared_ptr<CommWork> Communicator::AllReduce(at::Tensor t_in, ReduceOp rop)
       RingReduceScatter(t.record, flat, at::Tensor(), b, OpKind::kAllReduce);
       RingAllGather(t.record, flat, b, OpKind::kAllReduce);
     }
-    if (rop == ReduceOp::kAvg) flat.div_(size());
+    if (rop == ReduceOp::kAvg && size() > 1) flat.div_(size());
     FromBackend(t_in.view({-1}), flat);
   });
 }

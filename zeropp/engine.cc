@@ -336,11 +336,23 @@ void Engine::ReduceGrad(int u) {
   FlatParam* f = units_[u]->flat();
   if (!f || units_[u]->grad_state() != GradState::kAccumulating) return;
   units_[u]->StartReduce();
+  ++reduce_scatters_;
+  if (groups_.zero().size() == 1) {
+    // A zero group of one: the reduce-scatter's result is the unsharded gradient itself, so it is
+    // added to the shard in one pass that converts its dtype too. Through the collective it took a
+    // converted copy, the collective's copy, a division by one and the copy into the shard, with two
+    // transient buffers of the unit's size in the reduce dtype (the copies were 11.7 ms of a 1.2B
+    // GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt).
+    f->AccumulateGradShard(f->grad_full());
+    f->ReleaseGradFull();
+    units_[u]->FinishReduce();
+    grad_live_ -= f->full_bytes();
+    return;
+  }
   at::Tensor src = f->grad_full();
   if (f->reduce_dtype() != f->param_dtype()) src = src.to(f->reduce_dtype());
   at::Tensor out = at::empty({f->shard_numel()}, src.options());
   PendingReduce p{u, groups_.zero().ReduceScatter(out, src, ReduceOp::kAvg), out, f->full_bytes()};
-  ++reduce_scatters_;
   f->ReleaseGradFull();
   pending_.push_back(std::move(p));
   FinishReductions(false);
