@@ -341,8 +341,8 @@ void Engine::ReduceGrad(int u) {
     // A zero group of one: the reduce-scatter's result is the unsharded gradient itself, so it is
     // added to the shard in one pass that converts its dtype too. Through the collective it took a
     // converted copy, the collective's copy, a division by one and the copy into the shard, with two
-    // transient buffers of the unit's size in the reduce dtype (the copies were 11.7 ms of a 1.2B
-    // GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt).
+    // transient buffers of the unit's size in the reduce dtype (those copies and the division were
+    // 11.3 ms of a 1.2B GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt).
     f->AccumulateGradShard(f->grad_full());
     f->ReleaseGradFull();
     units_[u]->FinishReduce();

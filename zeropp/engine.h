@@ -76,7 +76,7 @@ struct StepResult {
   CommStats zero_comm;   // this step's traffic in the zero group
   CommStats dp_comm;     // and across replicas
   int64_t gathers = 0;   // all-gathers issued this step
-  int64_t reduce_scatters = 0;
+  int64_t reduce_scatters = 0;  // gradient reductions (in a zero group of one: into the shard, no collective)
   // Time the training thread waited for all-gathers (exposed), and the comm thread's all-gather
   // time; 1 - exposed/busy is the share of all-gather time hidden behind compute.
   int64_t gather_wait_us = 0;
