@@ -168,6 +168,33 @@ TEST(EngineAccountingTest, ZeroGroupOfOneReducesWithoutCollective) {
   }
 }
 
+// A gradient shard's first reduction of a step: adopted without a copy when it is in the shard's
+// dtype (the reduce dtype), copied and converted otherwise (here fp32 gradients, as a zero group of
+// one passes them, into a bf16 shard); later ones add into it; the next step adopts afresh.
+TEST(FlatParamTest, FirstReductionInTheShardsDtypeIsAdopted) {
+  for (at::ScalarType reduce : {at::kFloat, at::kBFloat16}) {
+    at::Tensor w = at::zeros({2, 3}).requires_grad_(true);
+    FlatEntry e;
+    e.name = "w";
+    e.param = w;
+    e.shape = {2, 3};
+    e.numel = 6;
+    FlatParam f({e}, /*zero_size=*/1, /*zero_rank=*/0, /*pad_multiple=*/4, at::kFloat, reduce, c10::Device(c10::kCPU),
+                c10::Device(c10::kCPU));
+    f.InitFromFull(at::zeros({8}), nullptr, offload::Tier::kCpu);
+    for (int step = 0; step < 2; ++step) {
+      f.StartStep();
+      at::Tensor first = at::arange(8, at::TensorOptions().dtype(at::kFloat)).add_(step);
+      f.AccumulateGradShard(first);
+      EXPECT_EQ(f.AcquireGradShard().data_ptr() == first.data_ptr(), reduce == at::kFloat)
+          << c10::toString(reduce) << " step " << step;
+      f.AccumulateGradShard(at::ones({8}));
+      at::Tensor want = at::arange(8, at::TensorOptions().dtype(at::kFloat)).add_(step + 1);
+      EXPECT_TRUE(at::equal(f.AcquireGradShard().to(at::kFloat), want)) << c10::toString(reduce) << " step " << step;
+    }
+  }
+}
+
 // The GPT on 2 ranks for 10 steps on `device`, `micro` micro-batches a step.
 ParityCase GptCase(const std::string& device, int micro) {
   ParityCase c = MlpCase(2, micro, true);

@@ -339,10 +339,11 @@ void Engine::ReduceGrad(int u) {
   ++reduce_scatters_;
   if (groups_.zero().size() == 1) {
     // A zero group of one: the reduce-scatter's result is the unsharded gradient itself, so it is
-    // added to the shard in one pass that converts its dtype too. Through the collective it took a
-    // converted copy, the collective's copy, a division by one and the copy into the shard, with two
-    // transient buffers of the unit's size in the reduce dtype (those copies and the division were
-    // 11.3 ms of a 1.2B GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt).
+    // added to the shard in one pass that converts its dtype too, or in the shard's dtype becomes
+    // the shard (FlatParam::AccumulateGradShard). Through the collective it took a converted copy
+    // (reduce dtype wider than the parameters'), the collective's copy, a division by one and the
+    // copy into the shard, with two unit-sized transient buffers (the last three up to 8.9 ms of a
+    // bf16 1.2B GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt's OPS_TOP).
     f->AccumulateGradShard(f->grad_full());
     f->ReleaseGradFull();
     units_[u]->FinishReduce();

@@ -131,6 +131,16 @@ void FlatParam::EnsureGradWritten() {
 }
 
 void FlatParam::AccumulateGradShard(const at::Tensor& reduced) {
+  if (!grad_written_ && swap_ == nullptr && reduced.scalar_type() == grad_shard_.scalar_type() &&
+      reduced.device() == grad_shard_.device() && reduced.numel() == shard_numel_ && reduced.is_contiguous()) {
+    // The step's first reduction of a resident shard in its own dtype: the reduced buffer becomes
+    // the shard (the previous one is freed) instead of being copied into it. The caller holds no
+    // other use of it: a collective's output, or in a zero group of one the released unsharded
+    // gradient (on the 2026-11-28 lease that copy was 3.95 ms of the bf16 1.2B GPT's 141 ms step).
+    grad_shard_ = reduced;
+    grad_written_ = true;
+    return;
+  }
   at::Tensor g = AcquireGradShard(/*read=*/grad_written_);
   if (grad_written_) {
     // An offloaded shard lives on the host while the reduced gradient comes from the device.

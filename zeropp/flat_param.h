@@ -115,6 +115,9 @@ class FlatParam {
   // A unit whose gradient received no reduction this step (none of its parameters were used) gets
   // zeros, so that the optimizer never reads a previous step's gradient.
   void EnsureGradWritten();
+  // Adds a reduced gradient (shard-sized) into the gradient shard, converting its dtype. The step's
+  // first one, when resident, contiguous and already in the shard's dtype, becomes the shard (no
+  // copy): the caller must not use it afterwards.
   void AccumulateGradShard(const at::Tensor& reduced);
 
   int64_t full_bytes() const { return padded_numel_ * elem_bytes_; }
