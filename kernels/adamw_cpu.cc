@@ -301,13 +301,9 @@ double SumOfSquaresT(const T* x, int64_t n, int threads, CpuPath path) {
 }
 
 double SumOfSquares(const float* x, int64_t n, int threads, CpuPath path) { return SumOfSquaresT(x, n, threads, path); }
-double SumOfSquares(const float* x, int64_t n, int threads) { return SumOfSquares(x, n, threads, BestCpuPath()); }
 
 double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads, CpuPath path) {
   return SumOfSquaresT(x, n, threads, path);
-}
-double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads) {
-  return SumOfSquaresBf16(x, n, threads, BestCpuPath());
 }
 
 void CastFloatToBf16(const float* in, uint16_t* out, int64_t n) {

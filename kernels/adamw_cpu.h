@@ -54,12 +54,10 @@ inline void AdamWCpu(float* p, const float* g, float* m, float* v, int64_t n, co
 // over 8 interleaved partial sums, chunks added in order: the result depends neither on `threads`
 // nor on the path (AVX-512, AVX2 or scalar: the same bits), which is the CPU's best unless forced.
 // (A single running sum is one dependent double add per value: ~4x slower than memory here.)
-double SumOfSquares(const float* x, int64_t n, int threads = 1);
-double SumOfSquares(const float* x, int64_t n, int threads, CpuPath path);
+double SumOfSquares(const float* x, int64_t n, int threads = 1, CpuPath path = BestCpuPath());
 // The same over bf16 values (each widened exactly): an offloaded bf16 gradient's norm without an
 // fp32 copy of it.
-double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads = 1);
-double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads, CpuPath path);
+double SumOfSquaresBf16(const uint16_t* x, int64_t n, int threads = 1, CpuPath path = BestCpuPath());
 
 // Round-to-nearest-even fp32 -> bf16, and bf16 -> fp32 (exact). NaN stays NaN. Plain loops: the
 // AdamW kernel fuses the bf16 copy-out itself, these serve everything else.

@@ -344,10 +344,9 @@ void Engine::ReduceGrad(int u) {
     // (reduce dtype wider than the parameters'), the collective's copy, a division by one and the
     // copy into the shard, with two unit-sized transient buffers (the last three up to 8.9 ms of a
     // bf16 1.2B GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt's OPS_TOP).
-    f->AccumulateGradShard(f->grad_full());
+    at::Tensor grad = f->grad_full();
     f->ReleaseGradFull();
-    units_[u]->FinishReduce();
-    grad_live_ -= f->full_bytes();
+    LandReduction(u, grad, f->full_bytes());
     return;
   }
   at::Tensor src = f->grad_full();
@@ -377,11 +376,15 @@ void Engine::FinishReductions(bool block) {
       continue;
     }
     CountedWait(p.work);
-    units_[p.unit]->flat()->AccumulateGradShard(p.out);
-    units_[p.unit]->FinishReduce();
-    grad_live_ -= p.held_bytes;
+    LandReduction(p.unit, p.out, p.held_bytes);
   }
   pending_ = std::move(left);
+}
+
+void Engine::LandReduction(int u, const at::Tensor& reduced, int64_t held_bytes) {
+  units_[u]->flat()->AccumulateGradShard(reduced);
+  units_[u]->FinishReduce();
+  grad_live_ -= held_bytes;
 }
 
 StepMarks Engine::BeginStep() {

@@ -200,6 +200,8 @@ class Engine {
  private:
   // Waits for `work`, counting the time as exposed reduction/collective wait (StepResult).
   void CountedWait(const std::shared_ptr<CommWork>& work);
+  // Unit u's reduced gradient into its shard: kReducing -> kNone, its held unsharded bytes freed.
+  void LandReduction(int u, const at::Tensor& reduced, int64_t held_bytes);
   void BuildUnits(const UnitPlan& plan);
   void AgreeOnModel();
   void InitializeShards();
