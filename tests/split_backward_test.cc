@@ -13,6 +13,7 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/randint.h>
@@ -24,10 +25,15 @@
 
 #include "gtest/gtest.h"
 #include "models/gpt.h"
+#include "zeropp/grad_sink.h"
 
 namespace zeropp {
 namespace scheduler {
 namespace {
+
+using zeropp::GradLanding;
+using zeropp::InstallGradSink;
+using zeropp::RemoveGradSink;
 
 constexpr int64_t kBatch = 2, kTime = 8;
 
@@ -183,6 +189,51 @@ TEST_F(SplitBackwardTest, WeightPassAccumulatesIntoExistingGradients) {
     EXPECT_TRUE(at::allclose(got.at(name), g, 1e-5, 1e-6))
         << name << ": max diff " << (got.at(name) - g).abs().max().item<float>();
   }
+}
+
+// As in training, where each parameter's gradient lands in its unit's flat buffer (grad_sink.h):
+// the buffer starts as NaN, W's products write a slice nothing landed in yet and add into one
+// that has, and two micro-batches land what two ordinary backwards give; .grad stays undefined.
+TEST_F(SplitBackwardTest, WeightPassWritesIntoGradientSinks) {
+  for (int mb = 0; mb < 2; ++mb) {
+    at::Tensor x = embedded_.clone().requires_grad_(true);
+    torch::autograd::backward({RunChunk(seq_, 1, x, target_)});
+  }
+  const Grads ref = Snapshot(seq_);
+  ZeroGrads(seq_);
+  std::vector<GradLanding::Slice> slices;
+  std::map<std::string, size_t> slice_of;
+  std::vector<at::Tensor> unique;
+  int64_t offset = 0;
+  for (const auto& kv : seq_->named_parameters()) {
+    bool seen = false;
+    for (size_t i = 0; i < unique.size(); ++i) {
+      if (unique[i].is_same(kv.value())) slice_of[kv.key()] = i, seen = true;
+    }
+    if (seen) continue;
+    slice_of[kv.key()] = unique.size();
+    unique.push_back(kv.value());
+    slices.push_back({offset, kv.value().numel(), kv.value().sizes().vec()});
+    offset += kv.value().numel();
+  }
+  auto landing = std::make_shared<GradLanding>(slices);
+  for (size_t i = 0; i < unique.size(); ++i) InstallGradSink(unique[i], landing, i);
+  landing->Open(at::full({offset}, std::numeric_limits<float>::quiet_NaN()));
+  for (int mb = 0; mb < 2; ++mb) {
+    at::Tensor x = embedded_.clone().requires_grad_(true);
+    SplitBackward split;
+    split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
+    ASSERT_TRUE(split.split());
+    split.RunWeightPass();
+  }
+  for (const at::Tensor& p : unique) EXPECT_FALSE(p.grad().defined());
+  const at::Tensor& buf = landing->Finish();
+  for (const auto& [name, g] : ref) {
+    const GradLanding::Slice& s = slices[slice_of.at(name)];
+    const at::Tensor got = buf.narrow(0, s.offset, s.numel).view(s.shape);
+    EXPECT_TRUE(at::allclose(got, g, 1e-5, 1e-6)) << name << ": max diff " << (got - g).abs().max().item<float>();
+  }
+  for (const at::Tensor& p : unique) RemoveGradSink(p);
 }
 
 TEST_F(SplitBackwardTest, FirstStageRunsEverythingInB) {

@@ -329,7 +329,7 @@ at::Tensor Engine::UnshardedGrad(int u) {
     throw std::logic_error(absl::StrCat(Where(), " ", units_[u]->Describe(), ": UnshardedGrad expects gradient state ",
                                         "Accumulating, found ", GradStateName(units_[u]->grad_state())));
   }
-  return units_[u]->flat()->grad_full();
+  return units_[u]->flat()->FinishedGradFull();
 }
 
 void Engine::ReduceGrad(int u) {
@@ -344,12 +344,12 @@ void Engine::ReduceGrad(int u) {
     // (reduce dtype wider than the parameters'), the collective's copy, a division by one and the
     // copy into the shard, with two unit-sized transient buffers (the last three up to 8.9 ms of a
     // bf16 1.2B GPT's 141 ms step on an H100: benchmarks/results/gpu-2026-11-28.txt's OPS_TOP).
-    at::Tensor grad = f->grad_full();
+    at::Tensor grad = f->FinishedGradFull();
     f->ReleaseGradFull();
     LandReduction(u, grad, f->full_bytes());
     return;
   }
-  at::Tensor src = f->grad_full();
+  at::Tensor src = f->FinishedGradFull();
   if (f->reduce_dtype() != f->param_dtype()) src = src.to(f->reduce_dtype());
   at::Tensor out = at::empty({f->shard_numel()}, src.options());
   PendingReduce p{u, groups_.zero().ReduceScatter(out, src, ReduceOp::kAvg), out, f->full_bytes()};

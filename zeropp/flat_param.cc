@@ -28,6 +28,15 @@ FlatParam::FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_ran
   }
   padded_numel_ = (numel_ + pad_multiple - 1) / pad_multiple * pad_multiple;
   shard_numel_ = padded_numel_ / zero_size_;
+  std::vector<GradLanding::Slice> slices;
+  for (const auto& e : entries_) slices.push_back({e.offset, e.numel, e.shape});
+  landing_ = std::make_shared<GradLanding>(std::move(slices));
+}
+
+FlatParam::~FlatParam() {
+  for (auto& e : entries_) {
+    if (e.trainable && e.param.defined()) RemoveGradSink(e.param);
+  }
 }
 
 void FlatParam::SetMasterRange(int64_t begin, int64_t end) {
@@ -76,8 +85,10 @@ void FlatParam::InitFromFull(const at::Tensor& full_fp32, offload::SwapManager* 
   full_is_shard_ = zero_size_ == 1 && swap == nullptr && shard_.device() == device_;
   full_ = full_is_shard_ ? shard_ : at::empty({padded_numel_}, on_device.dtype(param_dtype_));
   c10::NoGradGuard no_grad;
-  for (auto& e : entries_) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    FlatEntry& e = entries_[i];
     e.param.set_data(full_.narrow(0, e.offset, e.numel).view(e.shape));
+    if (e.trainable) InstallGradSink(e.param, landing_, i);
   }
   FreeFull();
   if (swap != nullptr) {
@@ -161,9 +172,10 @@ void FlatParam::FreeFull() {
 }
 
 void FlatParam::AllocateGradFull() {
-  grad_full_ = at::zeros({padded_numel_}, at::TensorOptions().device(device_).dtype(param_dtype_));
+  // Uninitialised: each slice's first gradient is copied in, the rest zeroed when it is read.
+  landing_->Open(at::empty({padded_numel_}, at::TensorOptions().device(device_).dtype(param_dtype_)));
   for (auto& e : entries_) {
-    if (e.trainable) e.param.mutable_grad() = grad_full_.narrow(0, e.offset, e.numel).view(e.shape);
+    if (e.trainable) e.param.mutable_grad() = at::Tensor();
   }
 }
 
@@ -171,7 +183,7 @@ void FlatParam::ReleaseGradFull() {
   for (auto& e : entries_) {
     if (e.trainable) e.param.mutable_grad() = at::Tensor();
   }
-  grad_full_ = at::Tensor();
+  landing_->Close();
 }
 
 std::vector<std::pair<int64_t, int64_t>> FlatParam::TrainableRanges(int64_t begin, int64_t end,

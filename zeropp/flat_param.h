@@ -11,8 +11,9 @@
 //                     Psi/(N*dp) * 4: SetMasterRange), gradient shard (Psi/N * bytes of reduce dtype)
 //   while unsharded:  full buffer (Psi * b)      -- storage resized to 0 when sharded
 //   during backward:  full gradient buffer (Psi * b), released after its reduce-scatter
-// Module parameters are bound once (set_data) to views of the full buffer; their .grad to views
-// of the full gradient buffer, so autograd accumulates straight into the flat gradient.
+// Module parameters are bound once (set_data) to views of the full buffer. Their gradients land in
+// the full gradient buffer through a hook after autograd's accumulation (grad_sink.h): copied on
+// the first backward since the buffer was allocated, added after, .grad left undefined.
 //
 // Device: shard, master, gradient shard and the full buffers live on `device` (cpu or cuda:i);
 // `master_device` may be the host instead (optimizer offload on a GPU: the fp32 master sits with
@@ -30,6 +31,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "offload/swap_manager.h"
+#include "zeropp/grad_sink.h"
 
 namespace zeropp {
 
@@ -53,6 +55,10 @@ class FlatParam {
   FlatParam(std::vector<FlatEntry> entries, int zero_size, int zero_rank, int64_t pad_multiple,
             at::ScalarType param_dtype, at::ScalarType reduce_dtype,
             c10::Device device = c10::Device(c10::kCPU), c10::Device master_device = c10::Device(c10::kCPU));
+  // Removes the gradient hooks from the parameters (a model may outlive its engine).
+  ~FlatParam();
+  FlatParam(const FlatParam&) = delete;
+  FlatParam& operator=(const FlatParam&) = delete;
 
   // The flat range [begin, end) (within this rank's shard) that the fp32 master holds, when it is a
   // tensor of its own: under ZeRO-1 the part of the shard this replica's optimizer updates. A
@@ -89,11 +95,15 @@ class FlatParam {
   // FSDP's NO_SHARD), so a gather copies nothing and a release frees nothing.
   bool full_is_shard() const { return full_is_shard_; }
 
-  // Zeroed full gradient buffer; binds each trainable parameter's .grad to its view.
+  // Allocates the full gradient buffer (uninitialised) where the parameters' gradients land from
+  // now on, and clears their .grad.
   void AllocateGradFull();
-  // Unbinds .grad and drops the full gradient buffer (the reduce-scatter keeps its own reference).
+  // Drops the full gradient buffer (the reduce-scatter keeps its own reference).
   void ReleaseGradFull();
-  bool has_grad_full() const { return grad_full_.defined(); }
+  bool has_grad_full() const { return landing_->open(); }
+  // The full gradient buffer, with zeros wherever no gradient landed since AllocateGradFull
+  // (GradLanding::Finish): what a reduction or a reader of the unsharded gradient takes.
+  const at::Tensor& FinishedGradFull() { return landing_->Finish(); }
 
   // Flat-coordinate ranges of trainable parameters intersected with [begin, end).
   std::vector<std::pair<int64_t, int64_t>> TrainableRanges(int64_t begin, int64_t end,
@@ -109,7 +119,6 @@ class FlatParam {
   at::ScalarType reduce_dtype() const { return reduce_dtype_; }
 
   at::Tensor& full() { return full_; }
-  at::Tensor& grad_full() { return grad_full_; }
   // Gradient shard bookkeeping within a step: the first reduction overwrites, later ones add.
   void StartStep() { grad_written_ = false; }
   // A unit whose gradient received no reduction this step (none of its parameters were used) gets
@@ -139,7 +148,8 @@ class FlatParam {
   int64_t padded_numel_ = 0;
   int64_t shard_numel_ = 0;
   int64_t master_begin_ = -1, master_numel_ = 0;  // -1: the whole shard
-  at::Tensor full_, shard_, master_, grad_full_, grad_shard_;
+  at::Tensor full_, shard_, master_, grad_shard_;
+  std::shared_ptr<GradLanding> landing_;  // the full gradient buffer, shared with the hooks
   offload::SwapManager* swap_ = nullptr;
   int shard_id_ = -1, master_id_ = -1, grad_id_ = -1;
   bool grad_written_ = false;

@@ -20,6 +20,8 @@
 #include <torch/csrc/autograd/generated/Functions.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "zeropp/grad_sink.h"
+
 namespace zeropp {
 namespace scheduler {
 namespace {
@@ -151,27 +153,30 @@ bool NoHooks(Node& n) {
          n.post_hooks().empty();
 }
 
-// Where W may add a weight gradient straight into a parameter's .grad, as AccumulateGrad would (in
-// place): the edge leads to the parameter's accumulator, directly or through one transpose, nothing
-// watches either node, and .grad exists with the parameter's dtype and a dense layout. Returns
-// nullptr otherwise (autograd then accumulates). `transposed`: the edge's input is the .grad's
-// transpose.
-at::Tensor* DirectGradTarget(const Edge& e, bool* transposed) {
+// Where W may write a weight gradient straight into the parameter's gradient, as autograd's
+// accumulation would: the edge leads to the parameter's accumulator, directly or through one
+// transpose, and nothing watches either node. The place is the parameter's slice of its unit's
+// flat gradient buffer when it has one (grad_sink.h; *overwrite when nothing landed there yet),
+// else .grad when it exists with the parameter's dtype and a dense layout (added into). Undefined
+// otherwise (autograd then accumulates). `transposed`: the edge's input is the target's transpose.
+at::Tensor DirectGradTarget(const Edge& e, bool* transposed, bool* overwrite) {
   Node* n = e.function.get();
   *transposed = false;
+  *overwrite = false;
   if (auto* t = dynamic_cast<torch::autograd::generated::TBackward0*>(n)) {
-    if (!NoHooks(*t) || t->num_outputs() != 1) return nullptr;
+    if (!NoHooks(*t) || t->num_outputs() != 1) return at::Tensor();
     n = t->next_edge(0).function.get();
     *transposed = true;
   }
   auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(n);
-  if (acc == nullptr || !NoHooks(*acc) || acc->tensor_post_acc_grad_hooks() != nullptr) return nullptr;
-  at::Tensor& grad = acc->variable.mutable_grad();
+  if (acc == nullptr || !NoHooks(*acc)) return at::Tensor();
+  if (acc->tensor_post_acc_grad_hooks() != nullptr) return zeropp::GradSinkTarget(acc->variable, overwrite);
+  const at::Tensor& grad = acc->variable.grad();
   if (!grad.defined() || grad.scalar_type() != acc->variable.scalar_type() || !grad.is_contiguous() ||
       grad.layout() != at::kStrided) {
-    return nullptr;
+    return at::Tensor();
   }
-  return &grad;
+  return grad;
 }
 
 // As the engine does with a node's outputs: reduce a broadcast gradient to the input's shape and
@@ -331,8 +336,9 @@ void SplitBackward::RunWeightPass() {
   variable_list grads = std::move(st_->early_grads);
   for (auto& b : st_->deferred) {
     // The direct products, when the node is of a kind computed directly. A linear layer's weight
-    // gradient is accumulated by the product itself (addmm into .grad: no temporary, no second
-    // pass over it), which autograd's whole backward cannot do.
+    // gradient is accumulated by the product itself (into its flat gradient slice or .grad: mm
+    // where nothing landed yet, else addmm; no temporary, no second pass over it), which
+    // autograd's whole backward cannot do.
     // The node's first output's gradient only (layer norm's mean and deviation outputs get none;
     // if they ever did, the autograd fallback below would read gamma, as B does).
     bool only_first = !b.slot->grads.empty() && b.slot->grads[0].defined();
@@ -350,14 +356,18 @@ void SplitBackward::RunWeightPass() {
           direct.push_back(FitTo(b.weight_edges[j], ln.at(b.weight_outputs[j])));
           continue;
         }
-        bool transposed = false;
-        at::Tensor* target = DirectGradTarget(b.weight_edges[j], &transposed);
-        if (mm != nullptr && b.weight_outputs[j] == 1 && target != nullptr) {
+        bool transposed = false, overwrite = false;
+        at::Tensor target;
+        if (mm != nullptr && b.weight_outputs[j] == 1) {
+          target = DirectGradTarget(b.weight_edges[j], &transposed, &overwrite);
+        }
+        if (target.defined()) {
           const at::Tensor a = mm->self_.unpack(b.node);  // d(a @ mat2)/d mat2 = a^T g
-          if (transposed) {
-            target->addmm_(g.t(), a);
+          const at::Tensor m1 = transposed ? g.t() : a.t(), m2 = transposed ? a : g;
+          if (overwrite) {
+            at::mm_out(target, m1, m2);
           } else {
-            target->addmm_(a.t(), g);
+            target.addmm_(m1, m2);
           }
           direct.emplace_back();  // done
           continue;

@@ -8,10 +8,11 @@
 // boundary nodes skip their weight outputs; a pre-hook keeps the gradient that reached each of them,
 // and a post-hook frees every other input-path node's saved tensors as soon as it has run (as a
 // backward that does not keep the graph does). W computes each boundary node's weight outputs
-// directly from its saved tensors and the kept gradient (one matrix product per linear layer, added
-// into the weight's existing .grad by the product itself; the gradient itself for a bias add; for a
+// directly from its saved tensors and the kept gradient (one matrix product per linear layer,
+// written by the product itself into the weight's slice of its unit's flat gradient buffer, or added
+// into an existing .grad (zeropp/grad_sink.h); the gradient itself for a bias add; for a
 // layer norm, dgamma and dbeta from its saved input, mean and reciprocal deviation), then
-// pushes the rest through the parameter-only subgraphs into .grad (accumulating, as backward does).
+// pushes the rest through the parameter-only subgraphs to autograd's accumulation (and the sink).
 // Node kinds it cannot compute directly run through autograd, toward their weight edges only.
 //
 // Which boundary nodes are deferred: those whose weight outputs read saved activations and the
@@ -52,7 +53,8 @@ class SplitBackward {
   at::Tensor RunInputPass(const at::Tensor& root, const at::Tensor& root_grad, const at::Tensor& input,
                           bool split = true);
 
-  // W. Adds the weight gradients into .grad and frees the graph. Call once, after B.
+  // W. Lands the weight gradients (flat gradient slices, else .grad) and frees the graph. Call once,
+  // after B.
   void RunWeightPass();
 
   bool split() const { return split_; }
