@@ -178,6 +178,7 @@ TEST_F(SplitBackwardTest, WeightPassAccumulatesIntoExistingGradients) {
     split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
     ASSERT_TRUE(split.split());
     split.RunWeightPass();
+    EXPECT_EQ(split.direct_products(), 4 * Config().depth + 1);
   }
   size_t i = 0;
   for (auto& kv : seq_->named_parameters()) {
@@ -225,6 +226,8 @@ TEST_F(SplitBackwardTest, WeightPassWritesIntoGradientSinks) {
     split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
     ASSERT_TRUE(split.split());
     split.RunWeightPass();
+    // Every linear layer's weight (4 per block) and the tied head's: by the product itself.
+    EXPECT_EQ(split.direct_products(), 4 * Config().depth + 1);
   }
   for (const at::Tensor& p : unique) EXPECT_FALSE(p.grad().defined());
   const at::Tensor& buf = landing->Finish();

@@ -346,6 +346,7 @@ void SplitBackward::RunWeightPass() {
     if (only_first && DirectlyComputable(b.node.get())) {
       const at::Tensor& g = b.slot->grads[0];
       auto* mm = dynamic_cast<torch::autograd::generated::MmBackward0*>(b.node.get());
+      auto* addmm = dynamic_cast<torch::autograd::generated::AddmmBackward0*>(b.node.get());
       // Layer norm's dgamma and dbeta come from one call, not one per output.
       const bool layer_norm = dynamic_cast<torch::autograd::generated::NativeLayerNormBackward0*>(b.node.get()) != nullptr;
       const std::array<at::Tensor, 3> ln =
@@ -358,11 +359,14 @@ void SplitBackward::RunWeightPass() {
         }
         bool transposed = false, overwrite = false;
         at::Tensor target;
-        if (mm != nullptr && b.weight_outputs[j] == 1) {
+        // The second factor's gradient of a matmul (mm(a, mat2), or a linear layer's
+        // addmm(bias, a, mat2) at alpha 1): a^T g.
+        if ((mm != nullptr && b.weight_outputs[j] == 1) ||
+            (addmm != nullptr && b.weight_outputs[j] == 2 && addmm->alpha.equal(1))) {
           target = DirectGradTarget(b.weight_edges[j], &transposed, &overwrite);
         }
         if (target.defined()) {
-          const at::Tensor a = mm->self_.unpack(b.node);  // d(a @ mat2)/d mat2 = a^T g
+          const at::Tensor a = mm != nullptr ? mm->self_.unpack(b.node) : addmm->mat1_.unpack(b.node);
           const at::Tensor m1 = transposed ? g.t() : a.t(), m2 = transposed ? a : g;
           if (overwrite) {
             at::mm_out(target, m1, m2);
@@ -370,6 +374,7 @@ void SplitBackward::RunWeightPass() {
             target.addmm_(m1, m2);
           }
           direct.emplace_back();  // done
+          ++direct_products_;
           continue;
         }
         direct.push_back(FitTo(b.weight_edges[j], WeightGrad(b.node, b.weight_outputs[j], g)));

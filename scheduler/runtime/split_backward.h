@@ -60,6 +60,8 @@ class SplitBackward {
   bool split() const { return split_; }
   // Boundary nodes whose weight outputs W computes (0 when not split).
   int deferred_nodes() const;
+  // Weight gradients W wrote with their matrix product itself (after RunWeightPass).
+  int direct_products() const { return direct_products_; }
 
  private:
   struct State;
@@ -67,6 +69,7 @@ class SplitBackward {
   bool defer_layer_norm_ = false;
   bool split_ = false;
   bool input_done_ = false, weight_done_ = false;
+  int direct_products_ = 0;
 };
 
 }  // namespace scheduler
