@@ -24,15 +24,26 @@ at::Tensor GradLanding::View(size_t i) const {
 
 const at::Tensor& GradLanding::Finish() {
   if (!open()) throw std::logic_error("GradLanding::Finish: no buffer is open");
+  // The unwritten ranges, neighbours merged (slices lie back to back in offset order), so that a
+  // run of frozen parameters is one fill and not one per tensor.
+  std::vector<std::pair<int64_t, int64_t>> zero;
+  auto add = [&zero](int64_t b, int64_t e) {
+    if (b >= e) return;
+    if (!zero.empty() && zero.back().second == b) {
+      zero.back().second = e;
+    } else {
+      zero.emplace_back(b, e);
+    }
+  };
   int64_t end = 0;
   for (size_t i = 0; i < slices_.size(); ++i) {
     end = std::max(end, slices_[i].offset + slices_[i].numel);
-    if (written_[i]) continue;
-    buffer_.narrow(0, slices_[i].offset, slices_[i].numel).zero_();
+    if (!written_[i]) add(slices_[i].offset, slices_[i].offset + slices_[i].numel);
     written_[i] = 1;
   }
-  if (!padding_written_ && buffer_.numel() > end) buffer_.narrow(0, end, buffer_.numel() - end).zero_();
+  if (!padding_written_) add(end, buffer_.numel());
   padding_written_ = true;
+  for (const auto& [b, e] : zero) buffer_.narrow(0, b, e - b).zero_();
   return buffer_;
 }
 
