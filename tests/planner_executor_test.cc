@@ -102,6 +102,41 @@ TEST(Planner, Fp32AddAccumulationMovesEighteenBytesAParameterEveryMicroBatch) {
   EXPECT_NE(z.Check(m, 4, 4, 32).find("grad_accumulation(fp32_add) is a 3D executor's option"), std::string::npos);
 }
 
+// ZeRO-3 copies each micro-batch's gradients into the buffer the reduction reads: each unit's W
+// carries its parameters read in the compute dtype (2 bytes) and written in the reduction's (2, or
+// 4 with reduce_fp32), beside the embedding's and the head's own weight work.
+TEST(Planner, Zero3LandsEachMicroBatchsGradientsWithOneCopy) {
+  const ModelShape m = Small();
+  const Hardware h = Toy();
+  ASSERT_EQ(h.value_bytes, 2);
+  Layout z = Zero3Over4();
+  ComputeOptions co;
+  co.micro_batch = z.micro_batch;
+  co.compute_scale = h.compute_overhead;
+  const double own = HeadCost(m, h, co).backward_weight_s + EmbeddingCost(m, h, co).backward_weight_s;
+  const std::vector<ChunkShape> chunks = ChunkShapes(m, z);
+  double params = 0;
+  for (const ChunkShape& k : chunks) params += k.params;
+  EXPECT_NEAR(params, StageParameters(m, z, 0), 1e-6);
+  for (bool fp32 : {false, true}) {
+    z.reduce_fp32 = fp32;
+    const scheduler::CostModel c = BuildCostModel(m, z, h, 4);
+    ASSERT_EQ(c.virtual_stage_extra.size(), chunks.size());
+    double w = 0;
+    for (const auto& e : c.virtual_stage_extra) w += e.backward_weight_s;
+    const double landing = params * (fp32 ? 6 : 4) / h.ElementwiseBytesPerSecond() * h.compute_overhead;
+    EXPECT_GT(landing, 0);
+    EXPECT_NEAR(w - own, landing, 1e-12) << "reduce_fp32 " << fp32;
+  }
+  // A 3D layout's GEMMs accumulate themselves: nothing beside the head's and embedding's work.
+  const Layout t = Tp2(1);
+  ComputeOptions ct = co;
+  ct.tp = 2;
+  const scheduler::CostModel c3 = BuildCostModel(m, t, h, 2);
+  EXPECT_NEAR(c3.virtual_stage_extra[0].backward_weight_s,
+              HeadCost(m, h, ct).backward_weight_s + EmbeddingCost(m, h, ct).backward_weight_s, 1e-12);
+}
+
 // zero1_allreduce (DeepSpeed's BF16_Optimizer): the replicas all-reduce the whole fp32 gradient
 // instead of reduce-scattering it, then each steps its 1/dp and all-gathers the 16-bit parameters.
 TEST(Planner, Zero1AllReduceSumsTheWholeGradientBeforeTheGather) {

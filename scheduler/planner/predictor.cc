@@ -224,6 +224,19 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
           chunks[i].params / l.tp * (hw.value_bytes + 16.0) / hw.ElementwiseBytesPerSecond() * co.compute_scale;
     }
   }
+  // ZeRO-3 lands autograd's weight gradients in the buffer its reduction reads with one copy per
+  // micro-batch (each micro-batch reduces): FSDP1's flat gradient, FSDP2's copy-in, DeepSpeed's
+  // buckets, zeropp's gradient sink (zeropp/grad_sink.h). It reads them in the compute dtype and
+  // writes them in the reduction's. Megatron's GEMMs accumulate themselves (kFused); the split
+  // schedules' W writes linear weights with the product (split_backward.h), so pipelined ZeRO
+  // designs are not charged it.
+  if (l.design == Design::kZero3) {
+    const double bytes = hw.value_bytes + (l.reduce_fp32 ? 4.0 : hw.value_bytes);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      c.virtual_stage_extra[i].backward_weight_s +=
+          chunks[i].params * bytes / hw.ElementwiseBytesPerSecond() * co.compute_scale;
+    }
+  }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
   // DeepSpeed's engine sends each tensor-parallel rank's 1/tp slice of an activation or gradient
