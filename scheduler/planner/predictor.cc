@@ -227,9 +227,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // ZeRO-3 lands autograd's weight gradients in the buffer its reduction reads with one copy per
   // micro-batch (each micro-batch reduces): FSDP1's flat gradient, FSDP2's copy-in, DeepSpeed's
   // buckets, zeropp's gradient sink (zeropp/grad_sink.h). It reads them in the compute dtype and
-  // writes them in the reduction's. Megatron's GEMMs accumulate themselves (kFused); the split
-  // schedules' W writes linear weights with the product (split_backward.h), so pipelined ZeRO
-  // designs are not charged it.
+  // writes them in the reduction's. Megatron's GEMMs accumulate themselves (kFused). Pipelined
+  // designs are not charged it: under zb-h1 and zeropp W writes linear weights with the product
+  // (split_backward.h); under the other schedules zeropp's executor lands them as ZeRO-3 does,
+  // which is left uncharged for now.
   if (l.design == Design::kZero3) {
     const double bytes = hw.value_bytes + (l.reduce_fp32 ? 4.0 : hw.value_bytes);
     for (size_t i = 0; i < chunks.size(); ++i) {
