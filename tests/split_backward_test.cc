@@ -95,6 +95,18 @@ class SplitBackwardTest : public ::testing::Test {
     embedded_ = (seq_->begin())->forward(ids_);
   }
   int CheckMiddleChunk(bool defer_ln);  // returns the deferred nodes
+  // B then W on the chunk after the embedding for `n` micro-batches, each split, with every linear
+  // layer's weight gradient (4 per block and the tied head's) written by the product itself.
+  void SplitMicroBatches(int n) {
+    for (int mb = 0; mb < n; ++mb) {
+      at::Tensor x = embedded_.clone().requires_grad_(true);
+      SplitBackward split;
+      split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
+      EXPECT_TRUE(split.split());
+      split.RunWeightPass();
+      EXPECT_EQ(split.direct_products(), 4 * Config().depth + 1);
+    }
+  }
   torch::nn::Sequential seq_;
   at::Tensor ids_, target_, embedded_;
 };
@@ -172,14 +184,7 @@ TEST_F(SplitBackwardTest, WeightPassAccumulatesIntoExistingGradients) {
   for (auto& p : seq_->parameters()) p.mutable_grad() = at::zeros_like(p);
   std::vector<const void*> buffers;
   for (auto& p : seq_->parameters()) buffers.push_back(p.grad().data_ptr());
-  for (int mb = 0; mb < 2; ++mb) {
-    at::Tensor x = embedded_.clone().requires_grad_(true);
-    SplitBackward split;
-    split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
-    ASSERT_TRUE(split.split());
-    split.RunWeightPass();
-    EXPECT_EQ(split.direct_products(), 4 * Config().depth + 1);
-  }
+  SplitMicroBatches(2);
   size_t i = 0;
   for (auto& kv : seq_->named_parameters()) {
     EXPECT_EQ(kv.value().grad().data_ptr(), buffers[i++]) << kv.key() << ": .grad was replaced, not added into";
@@ -220,15 +225,7 @@ TEST_F(SplitBackwardTest, WeightPassWritesIntoGradientSinks) {
   auto landing = std::make_shared<GradLanding>(slices);
   for (size_t i = 0; i < unique.size(); ++i) InstallGradSink(unique[i], landing, i);
   landing->Open(at::full({offset}, std::numeric_limits<float>::quiet_NaN()));
-  for (int mb = 0; mb < 2; ++mb) {
-    at::Tensor x = embedded_.clone().requires_grad_(true);
-    SplitBackward split;
-    split.RunInputPass(RunChunk(seq_, 1, x, target_), at::Tensor(), x);
-    ASSERT_TRUE(split.split());
-    split.RunWeightPass();
-    // Every linear layer's weight (4 per block) and the tied head's: by the product itself.
-    EXPECT_EQ(split.direct_products(), 4 * Config().depth + 1);
-  }
+  SplitMicroBatches(2);
   for (const at::Tensor& p : unique) EXPECT_FALSE(p.grad().defined());
   const at::Tensor& buf = landing->Finish();
   for (const auto& [name, g] : ref) {
