@@ -179,25 +179,14 @@ void FlatParam::AllocateGradFull() {
   }
 }
 
-void FlatParam::ReleaseGradFull() {
-  for (auto& e : entries_) {
-    if (e.trainable) e.param.mutable_grad() = at::Tensor();
-  }
-  landing_->Close();
-}
+void FlatParam::ReleaseGradFull() { landing_->Close(); }
 
 std::vector<std::pair<int64_t, int64_t>> FlatParam::TrainableRanges(int64_t begin, int64_t end,
                                                                      bool for_norm) const {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const auto& e : entries_) {
     if (!e.trainable || (for_norm && e.norm_excluded)) continue;
-    int64_t b = std::max(begin, e.offset), en = std::min(end, e.offset + e.numel);
-    if (b >= en) continue;
-    if (!out.empty() && out.back().second == b) {
-      out.back().second = en;
-    } else {
-      out.emplace_back(b, en);
-    }
+    AppendRange(&out, std::max(begin, e.offset), std::min(end, e.offset + e.numel));
   }
   return out;
 }

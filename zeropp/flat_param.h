@@ -96,7 +96,8 @@ class FlatParam {
   bool full_is_shard() const { return full_is_shard_; }
 
   // Allocates the full gradient buffer (uninitialised) where the parameters' gradients land from
-  // now on, and clears their .grad.
+  // now on, and clears their .grad (a stale one, from a backward while no buffer was open, would
+  // otherwise be summed into the first landing; the hook leaves .grad undefined after each).
   void AllocateGradFull();
   // Drops the full gradient buffer (the reduce-scatter keeps its own reference).
   void ReleaseGradFull();

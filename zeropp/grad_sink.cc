@@ -11,6 +11,15 @@
 
 namespace zeropp {
 
+void AppendRange(std::vector<std::pair<int64_t, int64_t>>* ranges, int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  if (!ranges->empty() && ranges->back().second == begin) {
+    ranges->back().second = end;
+  } else {
+    ranges->emplace_back(begin, end);
+  }
+}
+
 void GradLanding::Open(at::Tensor buffer) {
   buffer_ = std::move(buffer);
   std::fill(written_.begin(), written_.end(), 0);
@@ -27,21 +36,13 @@ const at::Tensor& GradLanding::Finish() {
   // The unwritten ranges, neighbours merged (slices lie back to back in offset order), so that a
   // run of frozen parameters is one fill and not one per tensor.
   std::vector<std::pair<int64_t, int64_t>> zero;
-  auto add = [&zero](int64_t b, int64_t e) {
-    if (b >= e) return;
-    if (!zero.empty() && zero.back().second == b) {
-      zero.back().second = e;
-    } else {
-      zero.emplace_back(b, e);
-    }
-  };
   int64_t end = 0;
   for (size_t i = 0; i < slices_.size(); ++i) {
     end = std::max(end, slices_[i].offset + slices_[i].numel);
-    if (!written_[i]) add(slices_[i].offset, slices_[i].offset + slices_[i].numel);
+    if (!written_[i]) AppendRange(&zero, slices_[i].offset, slices_[i].offset + slices_[i].numel);
     written_[i] = 1;
   }
-  if (!padding_written_) add(end, buffer_.numel());
+  if (!padding_written_) AppendRange(&zero, end, buffer_.numel());
   padding_written_ = true;
   for (const auto& [b, e] : zero) buffer_.narrow(0, b, e - b).zero_();
   return buffer_;

@@ -15,11 +15,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 namespace zeropp {
+
+// Appends [begin, end) to `ranges` (ascending), merged into the last range when they touch; empty
+// ranges are skipped. Shared by GradLanding::Finish and FlatParam::TrainableRanges.
+void AppendRange(std::vector<std::pair<int64_t, int64_t>>* ranges, int64_t begin, int64_t end);
 
 // One flat gradient buffer and which of its slices were written since it was allocated. Shared by
 // the buffer's owner and the hooks of its parameters (a hook outliving the owner finds no buffer).
