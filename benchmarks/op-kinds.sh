@@ -84,6 +84,7 @@ echo "## ZeRO-3 over $TP"
 measure zero3 $((TP * MB * M * CTX)) --gpus "$TP" --design zero3 --zero "$TP" --global-batch $((TP * MB * M))
 ZLOG="$LOG"
 echo "## 3D tp $TP"
-measure tp3d $((MB * M * CTX)) --gpus "$TP" --design 3d --tp "$TP" --pp 1 --dp 1 --global-batch $((MB * M))
+measure tp3d $((MB * M * CTX)) --gpus "$TP" --design 3d --tp "$TP" --pp 1 --dp 1 --global-batch $((MB * M)) \
+  --grad-accumulation sink  # the 3D baseline runs on zeropp's engine: its gradients land through the sink
 # Per matrix-product FLOP, what tensor parallelism adds to each kind, measured and predicted.
 python3 benchmarks/op_kinds_tp.py <(printf '%s\n' "$ZLOG") <(printf '%s\n' "$LOG")

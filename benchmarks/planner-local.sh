@@ -22,8 +22,10 @@
 #   ./zpp bench planner-local --history  every committed --fresh output whose calibration was
 #                                        committed with it and measured the links loaded and idle
 #                                        (r29 on), each predicted again by the current planner
-#                                        with that calibration (from git), and the rows' bias and
-#                                        spread per layout over the runs (needs a git checkout)
+#                                        with that calibration (from git; its compute fit redone
+#                                        by the current cost model from the times it measured), and
+#                                        the rows' bias and spread per layout over the runs (needs a
+#                                        git checkout)
 #   ./zpp bench planner-local --cross    every committed --fresh output whose calibration measured
 #                                        the transport's CPU per link (r71 on), predicted with each
 #                                        OTHER such run's calibration: one calibration of the machine
@@ -107,6 +109,10 @@ case "$1" in
       git show --name-only --format= "$added" | grep -qx "$HW" || continue
       git show "$added:$HW" >"$WORK/$run.json"
       grep -q "$KEY" "$WORK/$run.json" || continue
+      # Its compute fit redone by the current cost model from the times its calibration measured,
+      # as ./zpp calibrate would fit them now (tools/compute_fit.py): what the cost model charges
+      # apart, the fixed cost per layer must not take in a second time.
+      python3 tools/compute_fit.py refit "$WORK/$run.json" | sed "s|$WORK/||; s|^|# |" >>"$WORK/refits.txt"
       sed -n 's/^#| //p' "$f" >"$WORK/$run.txt"
       NAMES+=("$run")
     done
@@ -123,6 +129,7 @@ case "$1" in
         RUNS+=("$label=$WORK/$label.tsv")
       done
     done
+    cat "$WORK/refits.txt"
     if [[ "$1" == --history ]]; then
       echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
     else

@@ -71,20 +71,21 @@ VS3D = {  # bench row -> planner layout flags (global batch 32, 8 micro-batches)
     "zeropp_pp2_z2_u2": "--design zeropp --pp 2 --zero 2 --v 1 --u 2 --micro-batch 2 --recompute",
     "zeropp_pp2_z2_u4": "--design zeropp --pp 2 --zero 2 --v 1 --u 4 --micro-batch 2 --recompute",
     "zeropp_pp2_z2_u8": "--design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 --recompute",
-    # zeropp's engine runs these (tools/train): its rank order puts the replicas outermost.
-    "pp2_dp2": "--design 3d --pp 2 --dp 2 --dp-outer --micro-batch 2",
-    "pp2_dp2_zero1": "--design 3d --pp 2 --dp 2 --zero1 --dp-outer --micro-batch 2",
-    "3d_tp2_pp2": "--design 3d --tp 2 --pp 2 --micro-batch 4",
-    "3d_tp2_pp2_sp": "--design 3d --tp 2 --sp --pp 2 --micro-batch 4",
-    "3d_tp2_dp2": "--design 3d --tp 2 --dp 2 --micro-batch 2",
-    "3d_tp2_dp2_zero1": "--design 3d --tp 2 --dp 2 --zero1 --micro-batch 2",
+    # zeropp's engine runs these (tools/train; the tp rows benchmarks/baseline_3d on it): its rank
+    # order puts the replicas outermost, its gradients land through its sink (grad_accumulation sink).
+    "pp2_dp2": "--design 3d --pp 2 --dp 2 --dp-outer --micro-batch 2 --grad-accumulation sink",
+    "pp2_dp2_zero1": "--design 3d --pp 2 --dp 2 --zero1 --dp-outer --micro-batch 2 --grad-accumulation sink",
+    "3d_tp2_pp2": "--design 3d --tp 2 --pp 2 --micro-batch 4 --grad-accumulation sink",
+    "3d_tp2_pp2_sp": "--design 3d --tp 2 --sp --pp 2 --micro-batch 4 --grad-accumulation sink",
+    "3d_tp2_dp2": "--design 3d --tp 2 --dp 2 --micro-batch 2 --grad-accumulation sink",
+    "3d_tp2_dp2_zero1": "--design 3d --tp 2 --dp 2 --zero1 --micro-batch 2 --grad-accumulation sink",
 }
 # ZeroPP rows run the executor's default recomputation (every chunk but the last rank's last).
 PIPE = {  # pipeline bench schedule -> layout flags (m = 8 micro-batches of 4 sequences)
-    "gpipe": "--design 3d --schedule gpipe",
-    "1f1b": "--design 3d --schedule 1f1b",
-    "interleaved": "--design 3d --schedule interleaved --v 2",
-    "zb-h1": "--design 3d --schedule zb-h1",
+    "gpipe": "--design 3d --schedule gpipe --grad-accumulation sink",
+    "1f1b": "--design 3d --schedule 1f1b --grad-accumulation sink",
+    "interleaved": "--design 3d --schedule interleaved --v 2 --grad-accumulation sink",
+    "zb-h1": "--design 3d --schedule zb-h1 --grad-accumulation sink",
     "zeropp-u4": "--design zeropp --v 2 --u 4 --recompute",
     "zeropp-u8": "--design zeropp --v 2 --u 8 --recompute",
 }

@@ -137,6 +137,86 @@ TEST(Planner, Zero3LandsEachMicroBatchsGradientsWithOneCopy) {
               HeadCost(m, h, ct).backward_weight_s + EmbeddingCost(m, h, ct).backward_weight_s, 1e-12);
 }
 
+// The pipelined ZeRO designs, and 3D on zeropp's engine (grad_accumulation sink), land what W does
+// not write with the product into a compute-dtype buffer that a reduction empties: once a step for
+// FSDP-in-pipeline and 3D, once a unit of u micro-batches for ZeroPP. The first gradient after a
+// reduction is a copy (2 + 2 bytes), the others adds (2 + 2 + 2). Small over pp 2: chunk 0 holds 2
+// layers (49152 GEMM weights, 576 biases, 256 norm values each), the 128 x 64 table, 32 x 64
+// positions and the 128-value final norm; chunk 1 2 layers and the tied head's copy of the table.
+// Megatron's 3D (fused) is charged none of it.
+TEST(Planner, PipelinedZeroLandsWhatTheWeightGemmsDoNotWrite) {
+  const ModelShape m = Small();
+  const Hardware h = Toy();
+  ASSERT_EQ(h.value_bytes, 2);
+  const double layer = 49152 + 576 + 256, table = 128 * 64, positions = 32 * 64, norm = 128;
+  const double all[2] = {2 * layer + table + positions + norm, 2 * layer + table};
+  const double not_gemm[2] = {2 * (576 + 256) + table + positions + norm, 2 * (576 + 256)};
+  struct Case {
+    Design design;
+    const char* schedule;
+    int u;
+    const double* landed;
+    double bytes;  // per parameter per micro-batch, over 8 micro-batches
+  };
+  const Case cases[] = {
+      {Design::kPipeFsdp, "1f1b", 0, all, (4 + 7 * 6) / 8.0},
+      {Design::kPipeFsdp, "zb-h1", 0, not_gemm, (4 + 7 * 6) / 8.0},
+      {Design::kZeroPP, "zeropp", 4, not_gemm, (2 * 4 + 6 * 6) / 8.0},
+      {Design::kZeroPP, "zeropp", 8, not_gemm, (4 + 7 * 6) / 8.0},
+      {Design::k3D, "1f1b", 0, all, (4 + 7 * 6) / 8.0},
+      {Design::k3D, "zb-h1", 0, not_gemm, (4 + 7 * 6) / 8.0},
+  };
+  for (const Case& k : cases) {
+    Layout z, t;
+    z.design = k.design, z.schedule = k.schedule, z.u = k.u, z.pp = 2, z.zero = 2;
+    if (k.design == Design::k3D) {
+      z.zero = 1, z.dp = 2, z.grad_accumulation = Layout::GradAccumulation::kSink;
+      EXPECT_EQ(z.Name(), std::string("3d_") + k.schedule + "_tp1_pp2_dp2_b1_gsink");
+    }
+    t.design = Design::k3D, t.schedule = k.design == Design::kZeroPP ? "zb-h1" : k.schedule, t.pp = 2, t.dp = 2;
+    ASSERT_EQ(z.Check(m, 4, 4, 32), "") << k.schedule;
+    const scheduler::CostModel cz = BuildCostModel(m, z, h, 4, 8), ct = BuildCostModel(m, t, h, 4, 8);
+    ASSERT_EQ(cz.virtual_stage_extra.size(), 2u);
+    for (int c = 0; c < 2; ++c) {
+      const double landing = k.landed[c] * k.bytes / h.ElementwiseBytesPerSecond() * h.compute_overhead;
+      EXPECT_GT(landing, 0);
+      EXPECT_NEAR(cz.virtual_stage_extra[c].backward_weight_s - ct.virtual_stage_extra[c].backward_weight_s, landing,
+                  1e-15)
+          << DesignName(k.design) << " " << k.schedule << " u " << k.u << " chunk " << c;
+    }
+  }
+  // One stage on zeropp's engine reduces every micro-batch: 8 copies. Tensor parallelism halves
+  // each rank's share, and its linears (autograd Functions of their own) land under zb-h1 too.
+  for (const char* schedule : {"1f1b", "zb-h1"}) {
+    Layout z = Tp2(1), t = Tp2(1);
+    z.schedule = t.schedule = schedule;
+    z.grad_accumulation = Layout::GradAccumulation::kSink;
+    const double landed = (4 * layer + table + positions + norm) / 2;  // tied: the table is the head
+    const double landing = landed * 4 / h.ElementwiseBytesPerSecond() * h.compute_overhead;
+    EXPECT_NEAR(BuildCostModel(m, z, h, 2, 8).virtual_stage_extra[0].backward_weight_s -
+                    BuildCostModel(m, t, h, 2, 8).virtual_stage_extra[0].backward_weight_s,
+                landing, 1e-15)
+        << schedule;
+  }
+  // PREDICT_OPS counts it with the element-wise work: FSDP-in-pipeline under 1f1b, global batch 32
+  // over zero 2: 16 micro-batches a step, one copy (2 values a parameter) and 15 adds (3 values).
+  Layout f, t;
+  f.design = Design::kPipeFsdp, f.schedule = "1f1b", f.pp = 2, f.zero = 2;
+  t.design = Design::k3D, t.schedule = "1f1b", t.pp = 2, t.dp = 2;
+  const std::vector<OpTimes> of = PredictOpTimes(m, f, h, 32), ot = PredictOpTimes(m, t, h, 32);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(of[r].elementwise_values - ot[r].elementwise_values, all[r] * (2 + 15 * 3), 1e-6) << r;
+    EXPECT_NEAR(of[r].elementwise_s - ot[r].elementwise_s, all[r] * (4 + 15 * 6) / h.ElementwiseBytesPerSecond(),
+                1e-15)
+        << r;
+  }
+  Layout p;
+  p.design = Design::kZeroPP, p.schedule = "zeropp", p.u = 4, p.pp = 2, p.zero = 2;
+  p.grad_accumulation = Layout::GradAccumulation::kSink;
+  EXPECT_EQ(p.Check(m, 4, 4, 32),
+            "grad_accumulation(sink) is a 3D executor's option (the ZeRO designs accumulate as zeropp's engine does)");
+}
+
 // zero1_allreduce (DeepSpeed's BF16_Optimizer): the replicas all-reduce the whole fp32 gradient
 // instead of reduce-scattering it, then each steps its 1/dp and all-gathers the 16-bit parameters.
 TEST(Planner, Zero1AllReduceSumsTheWholeGradientBeforeTheGather) {

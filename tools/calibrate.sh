@@ -280,18 +280,19 @@ PY
 # (512, 128 and 256 tokens). Their forward + backward times are fitted, least squares on relative
 # error, as compute_overhead x the cost model's time + layer_overhead_us per layer per micro-batch
 # (eager-mode costs shapes cannot see: a factor on the work and a fixed cost per layer call). The
+# cost model's time includes what these runs' gradients cost to land (grad_accumulation sink: a
+# copy every micro-batch), so that the fixed cost does not take it in: the planner charges it
+# apart, as each layout lands (predictor.cc). The
 # first shape's profile also gives the optimizer (optimizer_mparams_per_s) and the executor's
 # gradient bookkeeping (grad_handling_ns_per_param: these runs reduce every unit every micro-batch,
 # so it is per parameter per reduction, and the planner charges it at each reduction a program
 # makes). The planner is then checked on layouts it was not calibrated on (./zpp bench planner-local).
-M=8
-DEPTH=4
-SHAPES=("128 4" "128 1" "64 4")  # context, micro-batch (benchmarks/matmul-grid.sh compares the table on these)
+mapfile -t SHAPES < <(python3 tools/compute_fit.py shapes)  # "context micro-batch" each
 UNITS=$(python3 -c "import json; print(json.load(open('$OUT'))['shared_compute_units'])")
 REF="$(mktemp -d "${TMPDIR:-/tmp}/zpp-calibrate.XXXXXX")"
 trap 'rm -rf "$REF" "$OUT"' EXIT
 reference_runs() {  # N DIR CONTEXT MICRO_BATCH [--steps S]: N concurrent 1-rank runs, outputs in DIR
-  tools/reference_runs.sh "$@"  # width 256, depth $DEPTH, $M micro-batches
+  tools/reference_runs.sh "$@"  # width 256, depth and micro-batches as tools/compute_fit.py's DEPTH and M
 }
 # The shapes are measured in turn, twice (A B C A B C), and each is fitted on both passes' runs: the
 # box's speed moves by several percent within minutes, and one pass put that drift on one shape
@@ -310,9 +311,7 @@ done
 fit_rows=""  # per shape: the cost model's forward + backward seconds per step | the runs' PROFILE lines
 for k in "${!SHAPES[@]}"; do
   read -r ctx mb <<<"${SHAPES[$k]}"
-  pred="$(bazel-bin/tools/plan --hidden 256 --layers $DEPTH --heads 4 --vocab 256 --seq "$ctx" --no-flash \
-    --global-batch $((M * mb)) --hardware "$OUT" --gpus 1 --predict --design 3d --micro-batch "$mb")"
-  fit_rows+="$(grep -oP '(?<= compute_s=)[0-9.]+' <<<"$pred")|$(cat "$REF/shape$k".[ab]/run*.txt |
+  fit_rows+="$(python3 tools/compute_fit.py model-s "$OUT" "$ctx" "$mb")|$(cat "$REF/shape$k".[ab]/run*.txt |
     grep -oP '(?<=PROFILE ).*' | paste -sd ';')"$'\n'
 done
 # Twice as many at once: how much slower a core computes while ranks outnumber cores.
@@ -325,13 +324,13 @@ params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
 idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0.a/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
           $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0.a/run0.txt") ))"
-python3 - "$OUT" "$tok" "$idle" "$params" "$M" "$DEPTH" "$fit_rows" "$over" <<'PY'
+python3 - "$OUT" "$tok" "$idle" "$params" "$fit_rows" "$over" <<'PY'
 import json, re, sys
 sys.path.insert(0, "tools")
+import compute_fit
 import hardware_json
-import relative_fit
-out, measured, idle, params, m, depth, fit_rows, over = sys.argv[1:]
-measured, params, m, depth = float(measured), float(params), int(m), int(depth)
+out, measured, idle, params, fit_rows, over = sys.argv[1:]
+measured, params, m, depth = float(measured), float(params), compute_fit.M, compute_fit.DEPTH
 def mean_profile(text):  # the mean of concurrent runs' PROFILE lines
     runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in re.split(r"[;\n]", text) if line]
     return {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
@@ -343,9 +342,7 @@ for row in fit_rows.strip().splitlines():
     model_s, profiles = row.split("|")
     shapes.append((float(model_s), depth * m, compute_s(mean_profile(profiles))))
 # measured = factor * model + fixed * calls, least squares on relative error.
-factor, fixed, factor_alone, _ = relative_fit.fit(shapes)
-if fixed < 0:  # the factor alone
-    factor, fixed = factor_alone, 0.0
+factor, fixed = compute_fit.fit([p for p, _, _ in shapes], [y for _, _, y in shapes])
 fit = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
 # Over the calibrations of planner-local r29-r97 the worst shape was within 6.6% but in r50 (8.6%);
 # r98's was 9.0% and r99's 17.3% off, on GEMM tables a slow spell had bent (tools/grid_table.py).

@@ -16,32 +16,26 @@ largest such difference over the shapes, scaled, with the rates as timed as refe
 within 5%)."""
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
+import compute_fit
 import grid_table
 
 TARGET = 0.05
 
 
 def predict(plan, hw, table, ctx, mb):
+    """The cost model's forward + backward seconds of calibrate's reference runs (compute_fit.py) with `table`."""
     hw = dict(hw, matmul=dict(hw["matmul"], table=table))
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(hw, f)
+    compute_fit.PLAN = plan
     try:
-        out = subprocess.run([plan, "--hidden", "256", "--layers", "4", "--heads", "4", "--vocab", "256", "--seq",
-                              str(ctx), "--no-flash", "--global-batch", str(8 * mb), "--hardware", f.name, "--gpus",
-                              "1", "--predict", "--design", "3d", "--micro-batch", str(mb)],
-                             capture_output=True, text=True, check=True).stdout
+        return compute_fit.model_seconds(f.name, ctx, mb)
     finally:
         os.unlink(f.name)
-    m = re.search(r" compute_s=([0-9.]+)", out)
-    if not m:
-        sys.exit("grid_repeatability: plan printed no compute_s for context %d micro-batch %d" % (ctx, mb))
-    return float(m.group(1))
 
 
 def main():

@@ -56,7 +56,7 @@ def predict_steps(hw, latency_us, shape):
             args = [PLAN, "--predict", "--hardware", f.name, "--hidden", str(width), "--layers", str(depth),
                     "--heads", str(heads), "--vocab", "256", "--seq", str(context), "--no-flash", "--gpus", str(pp),
                     "--pp", str(pp), "--devices-per-node", str(pp), "--global-batch", str(m * mb),
-                    "--micro-batch", str(mb), "--design", "3d"] + schedule
+                    "--micro-batch", str(mb), "--design", "3d", "--grad-accumulation", "sink"] + schedule
             out = subprocess.run(args, capture_output=True, text=True)
             if out.returncode != 0:
                 sys.exit("p2p_fit: plan %s: %s" % (" ".join(args[1:]), out.stderr.strip()))

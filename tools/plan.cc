@@ -41,7 +41,8 @@ LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb
   pipelines: [--stage-layers 5,6,...,5: each chunk's layers when not split evenly]
   ZeRO designs: [--offload cpu|nvme] [--offload-params cpu|nvme] [--offload-activations cpu|nvme]
   [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
-  3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp]
+  3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--grad-accumulation fused|autograd|fp32_add|sink:
+  how W accumulates: Megatron's fused GEMM (default), autograd's add, an fp32 add, zeropp's engine]
 Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu
   --no-flash --flash-v1 (FlashAttention 1's kernels)]; flags after --model override the preset.
   --global-batch in sequences.
@@ -95,7 +96,8 @@ Flags Parse(int argc, char** argv) {
          {"inter-idle-gbps", ""}, {"inter-idle-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
-         {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}, {"stage-layers", ""}};
+         {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}, {"stage-layers", ""},
+         {"grad-accumulation", "fused"}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -357,6 +359,10 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
   l.reduce_fp32 = f.Has("reduce-fp32");
+  if (!ParseGradAccumulation(f.Str("grad-accumulation"), &l.grad_accumulation)) {
+    throw std::invalid_argument("--grad-accumulation: got '" + f.Str("grad-accumulation") +
+                                "', expected fused, autograd, fp32_add or sink");
+  }
   if (f.Has("stage-layers")) {  // whole numbers >= 0; Layout::Check says whether they fit the model
     for (const auto& part : absl::StrSplit(f.Str("stage-layers"), ',')) {
       const std::string p(part);
@@ -477,7 +483,7 @@ int main(int argc, char** argv) {
       // These describe one layout; plan and --sweep enumerate every layout, so they would be ignored.
       for (const char* k : {"design", "schedule", "tp", "pp", "dp", "zero", "v", "u", "micro-batch", "prefetch", "sp",
                             "zero1", "dp-outer", "recompute", "reduce-fp32", "offload", "offload-params",
-                            "offload-activations", "stage-layers"}) {
+                            "offload-activations", "stage-layers", "grad-accumulation"}) {
         if (f.Has(k)) {
           throw std::invalid_argument(absl::StrCat("--", k, ": sets one layout, for --predict or --estimate-memory; "
                                                    "plan enumerates every layout (--designs picks designs)"));

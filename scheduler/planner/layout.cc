@@ -27,6 +27,27 @@ const char* OffloadName(Offload o) {
   return "?";
 }
 
+const char* GradAccumulationName(Layout::GradAccumulation g) {
+  switch (g) {
+    case Layout::GradAccumulation::kFused: return "fused";
+    case Layout::GradAccumulation::kAutograd: return "autograd";
+    case Layout::GradAccumulation::kFp32Add: return "fp32_add";
+    case Layout::GradAccumulation::kSink: return "sink";
+  }
+  return "?";
+}
+
+bool ParseGradAccumulation(const std::string& name, Layout::GradAccumulation* g) {
+  for (auto k : {Layout::GradAccumulation::kFused, Layout::GradAccumulation::kAutograd,
+                 Layout::GradAccumulation::kFp32Add, Layout::GradAccumulation::kSink}) {
+    if (name == GradAccumulationName(k)) {
+      *g = k;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string Layout::Name() const {
   std::string n;
   switch (design) {
@@ -52,6 +73,7 @@ std::string Layout::Name() const {
   if (reduce_fp32) absl::StrAppend(&n, "_rf32");
   if (grad_accumulation == GradAccumulation::kAutograd) absl::StrAppend(&n, "_gaut");
   if (grad_accumulation == GradAccumulation::kFp32Add) absl::StrAppend(&n, "_gf32");
+  if (grad_accumulation == GradAccumulation::kSink) absl::StrAppend(&n, "_gsink");
   if (zero1_allreduce) absl::StrAppend(&n, "_z1ar");
   if (!stage_layers.empty()) {  // runs of equal chunks as NxK: 5-6x10-5
     std::vector<std::string> runs;
@@ -114,8 +136,7 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
     return "reduce_fp32 is a ZeRO design's option (3D reduces its fp32 main gradients already)";
   }
   if (grad_accumulation != GradAccumulation::kFused && design != Design::k3D) {
-    const char* how = grad_accumulation == GradAccumulation::kAutograd ? "autograd" : "fp32_add";
-    return absl::StrCat("grad_accumulation(", how,
+    return absl::StrCat("grad_accumulation(", GradAccumulationName(grad_accumulation),
                         ") is a 3D executor's option (the ZeRO designs accumulate as zeropp's engine does)");
   }
   if (zero1_allreduce && (design != Design::k3D || !zero1)) {
@@ -168,19 +189,22 @@ std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l) {
   std::vector<ChunkShape> out;
   if (l.design == Design::kZero3) {
     out.push_back({0, embedding});
-    for (int i = 0; i < m.layers; ++i) out.push_back({1, m.LayerParameters()});
+    for (int i = 0; i < m.layers; ++i) out.push_back({1, m.LayerParameters(), 1, m.LayerMatmulWeights()});
     out.push_back({0, norm});
-    out.push_back({0, head});
+    out.push_back({0, head, 1, head});
     return out;
   }
   const int stages = l.pp * l.v;
   for (int c = 0; c < stages; ++c) {
     const double layers = l.stage_layers.empty() ? static_cast<double>(m.layers) / stages : l.stage_layers.at(c);
-    out.push_back({layers, layers * m.LayerParameters(), layers});
+    out.push_back({layers, layers * m.LayerParameters(), layers, layers * m.LayerMatmulWeights()});
   }
   out.front().params += embedding + norm;
   out.front().units += 1;  // the embedding
-  if (!m.tied_embedding || stages > 1) out.back().params += table;
+  if (!m.tied_embedding || stages > 1) {
+    out.back().params += table;
+    out.back().gemm_params += table;
+  }
   out.back().units += 2;  // the final norm and the head
   return out;
 }

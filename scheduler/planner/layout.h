@@ -59,7 +59,10 @@ struct Layout {
   // cast to fp32 and added into an fp32 gradient buffer (DeepSpeed's BF16_Optimizer of 2022,
   // update_hp_grads: read 2 and write 4 bytes to cast, read 4 + 4 and write 4 to add: 18 bytes a
   // parameter in every micro-batch); the 16-bit gradients take memory beside the fp32 ones.
-  enum class GradAccumulation { kFused, kAutograd, kFp32Add };
+  // kSink: zeropp's own engine runs the 3D layout (benchmarks/baseline_3d, the local benches): its
+  // gradients land as the ZeRO designs' do, through zeropp/grad_sink.h into each unit's buffer
+  // (Predict charges it beside W; the ZeRO designs always land so, and take no other value).
+  enum class GradAccumulation { kFused, kAutograd, kFp32Add, kSink };
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   // 3D with zero1: the replicas all-reduce the whole fp32 gradient, then each steps its 1/dp and
   // all-gathers the 16-bit parameters (DeepSpeed's BF16_Optimizer); false: reduce-scatter (Megatron's
@@ -85,6 +88,9 @@ struct Layout {
   // "" or why this layout cannot run the model with this batch on `devices` devices.
   std::string Check(const ModelShape& m, int devices, int devices_per_node, int global_batch) const;
 };
+const char* GradAccumulationName(Layout::GradAccumulation g);  // fused | autograd | fp32_add | sink
+// false when `name` is none of those.
+bool ParseGradAccumulation(const std::string& name, Layout::GradAccumulation* g);
 
 }  // namespace planner
 }  // namespace zeropp
@@ -101,11 +107,14 @@ namespace planner {
 // layer, the final norm, the head (tied: no parameters of its own; it needs the embedding's unit,
 // which the schedule gathers with it).
 // `units`: the engine's scheduling units in it (one per child), each gathered and reduced by its
-// own collective.
+// own collective. `gemm_params`: those of `params` that are a GEMM's weight (the layers' matrices,
+// the head's), whose gradients the weight-gradient GEMMs write; the rest (embedding table,
+// positions, norms, biases) come from other kernels.
 struct ChunkShape {
   double layers = 0;
   double params = 0;
   double units = 1;
+  double gemm_params = 0;
 };
 std::vector<ChunkShape> ChunkShapes(const ModelShape& m, const Layout& l);
 // The layers pipeline rank `rank` holds over its chunks c * pp + rank (layers / pp when split evenly).

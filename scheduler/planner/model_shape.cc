@@ -52,11 +52,9 @@ const std::map<std::string, ModelShape>& Presets() {
 
 double ModelShape::LayerParameters() const {
   const double h = hidden, kv = static_cast<double>(kv_heads) * head_dim();
-  const double attn = h * (h + 2 * kv) + h * h;
-  const double mlp = (swiglu ? 3.0 : 2.0) * h * ffn;
   const double biases = swiglu ? 0.0 : (h + 2 * kv) + h + ffn + h;  // GPT: qkv, proj, fc1, fc2 biases
   const double norms = (swiglu ? 1.0 : 2.0) * 2 * h;               // RMSNorm weight / LayerNorm weight+bias
-  return attn + mlp + biases + norms;
+  return LayerMatmulWeights() + biases + norms;
 }
 
 double ModelShape::EmbeddingParameters() const {
@@ -70,10 +68,12 @@ double ModelShape::EmbeddingParameters() const {
 
 double ModelShape::Parameters() const { return layers * LayerParameters() + EmbeddingParameters(); }
 
-double ModelShape::LayerMatmulFlopsPerToken() const {
+double ModelShape::LayerMatmulWeights() const {
   const double h = hidden, kv = static_cast<double>(kv_heads) * head_dim();
-  return 2 * (h * (h + 2 * kv) + h * h + (swiglu ? 3.0 : 2.0) * h * ffn);
+  return h * (h + 2 * kv) + h * h + (swiglu ? 3.0 : 2.0) * h * ffn;
 }
+
+double ModelShape::LayerMatmulFlopsPerToken() const { return 2 * LayerMatmulWeights(); }
 
 double ModelShape::AttentionFlopsPerToken() const { return 4.0 * seq * hidden; }
 

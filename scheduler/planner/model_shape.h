@@ -33,6 +33,7 @@ struct ModelShape {
   bool selective_recompute = false;
   int head_dim() const { return hidden / heads; }
   double LayerParameters() const;   // attention + MLP + norms
+  double LayerMatmulWeights() const;  // its weight matrices: what the weight-gradient GEMMs write
   double EmbeddingParameters() const;  // input embedding (+ untied head, + learned positions)
   double Parameters() const;
   // Matmul FLOPs per token of one layer's forward (2 per multiply-add), no attention core.

@@ -117,6 +117,9 @@ struct CostParts {
   ActionCost head;        // the LM head and loss, the same
   double reduce_s = 0;    // step-end reduction across replicas
   double optimizer_s = 0;
+  // Per virtual stage, one micro-batch's gradient landing (the average over the step; none for
+  // Megatron's fused accumulation): element-wise seconds before compute_scale, and values moved.
+  std::vector<double> landing_s, landing_values;
 };
 
 // The description with the intra-node link blocking collectives and receives see: on a CPU box
@@ -224,18 +227,33 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
           chunks[i].params / l.tp * (hw.value_bytes + 16.0) / hw.ElementwiseBytesPerSecond() * co.compute_scale;
     }
   }
-  // ZeRO-3 lands autograd's weight gradients in the buffer its reduction reads with one copy per
-  // micro-batch (each micro-batch reduces): FSDP1's flat gradient, FSDP2's copy-in, DeepSpeed's
-  // buckets, zeropp's gradient sink (zeropp/grad_sink.h). It reads them in the compute dtype and
-  // writes them in the reduction's. Megatron's GEMMs accumulate themselves (kFused). Pipelined
-  // designs are not charged it: under zb-h1 and zeropp W writes linear weights with the product
-  // (split_backward.h); under the other schedules zeropp's executor lands them as ZeRO-3 does,
-  // which is left uncharged for now.
-  if (l.design == Design::kZero3) {
-    const double bytes = hw.value_bytes + (l.reduce_fp32 ? 4.0 : hw.value_bytes);
+  // Landing autograd's weight gradients in the buffer a reduction reads. The ZeRO designs do it as
+  // zeropp's gradient sink does (zeropp/grad_sink.h), and so does a 3D layout that zeropp's engine
+  // runs (kSink); Megatron's GEMMs accumulate themselves (kFused). The first gradient after each
+  // reduction is copied in (read in the compute dtype, written in the buffer's), the later ones
+  // added (read both, write the sum). ZeRO-3 reduces every micro-batch, so it copies every time,
+  // into the reduction's dtype: FSDP1's flat gradient, FSDP2's copy-in, DeepSpeed's buckets. So
+  // does any pipeline of one stage on zeropp's engine; a deeper one reduces each chunk once a step
+  // (ZeroPP: once a unit of u micro-batches) into a buffer in the compute dtype. Under zb-h1 and
+  // zeropp W writes the GEMM weights' gradients with the product (split_backward.h; not through
+  // benchmarks/baseline_3d's tensor-parallel linears, autograd Functions of their own), so only
+  // the rest land. The simulator's W is the same for every micro-batch: each carries the average;
+  // micro_batches unknown (0): every micro-batch copies.
+  std::vector<double> landing_s(chunks.size(), 0.0), landing_values(chunks.size(), 0.0);
+  if (l.design != Design::k3D || l.grad_accumulation == Layout::GradAccumulation::kSink) {
+    const double mb = micro_batches > 0 ? micro_batches : 1.0;
+    double reductions = 1.0;
+    if (l.design == Design::kZero3 || l.pp == 1 || micro_batches == 0) reductions = mb;
+    if (l.design == Design::kZeroPP && micro_batches > 0) reductions = std::ceil(mb / std::max(l.u, 1));
+    const double written = l.design == Design::kZero3 && l.reduce_fp32 ? 4.0 : hw.value_bytes;
+    const double bytes = (reductions * (hw.value_bytes + written) + (mb - reductions) * 3 * hw.value_bytes) / mb;
+    const double values = (reductions * 2 + (mb - reductions) * 3) / mb;
+    const bool direct = (l.schedule == "zb-h1" || l.schedule == "zeropp") && l.tp == 1;
     for (size_t i = 0; i < chunks.size(); ++i) {
-      c.virtual_stage_extra[i].backward_weight_s +=
-          chunks[i].params * bytes / hw.ElementwiseBytesPerSecond() * co.compute_scale;
+      const double landed = (chunks[i].params - (direct ? chunks[i].gemm_params : 0.0)) / l.tp;
+      landing_s[i] = landed * bytes / hw.ElementwiseBytesPerSecond();
+      landing_values[i] = landed * values;
+      c.virtual_stage_extra[i].backward_weight_s += landing_s[i] * co.compute_scale;
     }
   }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
@@ -347,13 +365,14 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // Every rank reduces and steps at once: the tail runs at its share of a core.
   const auto tail = StepTail(m, l, blocking, tp_links, share);
   c.optimizer_s = tail.first + tail.second;
-  return {c, layer, head, tail.first, tail.second};
+  return {c, layer, head, tail.first, tail.second, std::move(landing_s), std::move(landing_values)};
 }
 
 }  // namespace
 
-scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box) {
-  return BuildCostParts(m, l, hw, devices_on_box).model;
+scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box,
+                                   int micro_batches) {
+  return BuildCostParts(m, l, hw, devices_on_box, micro_batches).model;
 }
 
 MemoryBreakdown PredictMemory(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch) {
@@ -387,6 +406,8 @@ std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const 
       t.elementwise_s += layers * (layer.elementwise_s + again * layer.elementwise_forward_s);
       t.matmul_flops += layers * layer.matmul_flops * (1 + again / 3);
       t.elementwise_values += layers * (layer.elementwise_values + again * layer.elementwise_forward_values);
+      t.elementwise_s += parts.landing_s.at(static_cast<size_t>(c) * s.pp + r);
+      t.elementwise_values += parts.landing_values.at(static_cast<size_t>(c) * s.pp + r);
       if (c * s.pp + r == s.pp * s.v - 1) {
         t.matmul_s += head.matmul_s;
         t.elementwise_s += head.elementwise_s;

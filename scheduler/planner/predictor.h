@@ -56,8 +56,11 @@ struct OpTimes {
 // One per pipeline rank. Throws std::invalid_argument as Predict does.
 std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const Hardware& hw, int global_batch);
 
-// The simulator's cost model of a layout (exposed for tests and the local validation).
-scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box);
+// The simulator's cost model of a layout (exposed for tests and the local validation);
+// `micro_batches` per step, 0 when unknown (then every micro-batch is charged a gradient landing's
+// copy, as if it reduced).
+scheduler::CostModel BuildCostModel(const ModelShape& m, const Layout& l, const Hardware& hw, int devices_on_box,
+                                   int micro_batches = 0);
 
 // Throws std::invalid_argument if the layout does not Check() or its schedule does not validate.
 // With `sim`, also the simulation itself (its events: the predicted step as a trace).

@@ -1,0 +1,59 @@
+"""The calibration's compute fit (tools/compute_fit.py), as ./zpp bench planner-local --history redoes
+it: times made from a known compute_overhead and layer_overhead_us over the current cost model are
+fitted back to them, from the description's source text alone. The cost model the fit sees is the
+one calibrate saw: the reference runs' gradient landing included (a fit without it puts ~10% less in
+the fixed cost here), the fields calibrate writes after the fit left out (compute_cv moves compute_s
+by ~1%). A description that records no times is refused with one line."""
+import json
+import os
+import sys
+
+RUNFILES = sys.argv[1]
+sys.path.insert(0, os.path.join(RUNFILES, "tools"))
+import compute_fit  # noqa: E402
+import hardware_json  # noqa: E402
+
+compute_fit.PLAN = os.path.join(RUNFILES, "tools", "plan")
+TMP = os.environ.get("TEST_TMPDIR", "/tmp")
+FACTOR, FIXED_US = 1.25, 900.0
+
+
+def main():
+    hw = json.load(open(os.path.join(RUNFILES, "scheduler/planner/hardware/cpu-local.json")))
+    assert hw.get("compute_cv", 0) > 0, "the committed description should carry a post-fit field that moves compute_s"
+    bare = {k: v for k, v in hw.items() if k not in compute_fit.WRITTEN_AT_OR_AFTER_FIT}
+    for written_later in ("compute_overhead", "layer_overhead_us", "compute_cv", "comm_cv"):
+        assert written_later not in bare, written_later  # each moves compute_s
+    bare_path = os.path.join(TMP, "bare.json")
+    hardware_json.write(bare_path, bare)
+    model = [compute_fit.model_seconds(bare_path, ctx, mb) for ctx, mb in compute_fit.SHAPES]
+    calls = compute_fit.DEPTH * compute_fit.M
+    measured = [FACTOR * p + FIXED_US * 1e-6 * calls for p in model]
+    times = ", ".join("%.4f s measured / %.4f s fitted" % (y, y) for y in measured)
+    hw["source"] = ("...; forward + backward fitted as compute_overhead 9.999 x the cost model's + layer_overhead_us 1 "
+                    "per layer per micro-batch (%s); at the first ..." % times)
+    path = os.path.join(TMP, "hw.json")
+    hardware_json.write(path, hw)
+    compute_fit.refit(path)
+    got = json.load(open(path))
+    assert abs(got["compute_overhead"] - FACTOR) < 2e-3, got["compute_overhead"]
+    assert abs(got["layer_overhead_us"] - FIXED_US) < 10, got["layer_overhead_us"]
+    assert got["compute_cv"] == hw["compute_cv"] and got["source"] == hw["source"], "only the two fitted fields change"
+    # Without the landing the fixed cost takes it in: the fit must see the sink's copy.
+    fused = [compute_fit.model_seconds(bare_path, ctx, mb, "fused") for ctx, mb in compute_fit.SHAPES]
+    assert all(f < p for f, p in zip(fused, model)), (fused, model)
+    _, fixed_fused = compute_fit.fit(fused, measured)
+    assert fixed_fused * 1e6 > 1.05 * FIXED_US, fixed_fused
+    hw["source"] = "no fit recorded"
+    hardware_json.write(path, hw)
+    try:
+        compute_fit.refit(path)
+        raise AssertionError("a description without measured times was refitted")
+    except SystemExit as e:
+        want = f"compute_fit: {path}: source records 0 measured shape times, expected 3"
+        assert str(e).startswith(want), str(e)
+    print("compute_fit_test: PASS")
+
+
+if __name__ == "__main__":
+    main()

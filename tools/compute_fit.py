@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""compute_fit.py: the calibration's compute fit, in one place for ./zpp calibrate (tools/calibrate.sh)
+and for re-predicting committed runs (./zpp bench planner-local --history).
+
+The 1-rank reference runs (tools/reference_runs.sh: the zeropp-vs-3d GPT, DEPTH layers, M micro-batches)
+at each of SHAPES take a measured forward + backward time per step; the planner's cost model gives
+its own (plan --predict compute_s: the layout those runs are, 3D of one stage on zeropp's engine,
+whose gradients land by a copy every micro-batch). The fit is measured = compute_overhead x model +
+layer_overhead_us x (layer calls), least squares on relative error (relative_fit.py).
+  compute_fit.py shapes                 the shapes, one "CONTEXT MICRO_BATCH" per line
+  compute_fit.py model-s HW CTX MB      the cost model's forward + backward seconds per step
+  compute_fit.py refit HW               HW's compute_overhead and layer_overhead_us fitted again by the
+                                        current cost model to the measured times its source recorded
+                                        ("(A s measured / B s fitted, ...)", one per shape), written back
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hardware_json  # noqa: E402
+import relative_fit  # noqa: E402
+
+SHAPES = [(128, 4), (128, 1), (64, 4)]  # context, micro-batch (benchmarks/matmul-grid.sh compares the table on these)
+DEPTH = 4
+M = 8
+PLAN = "bazel-bin/tools/plan"  # from the checkout's root, as ./zpp runs it
+# What ./zpp calibrate writes at the compute fit or after it (tools/calibrate.sh, calibrate_pairs.sh):
+# the description the fit saw had none of these (compute_cv and comm_cv move compute_s).
+WRITTEN_AT_OR_AFTER_FIT = ("idle_rss_mb", "compute_overhead", "layer_overhead_us", "oversubscribed_compute_factor",
+                           "optimizer_mparams_per_s", "grad_handling_ns_per_param", "intra_node_oversubscribed",
+                           "intra_node_tp_filled", "intra_node_oversubscribed_gather", "compute_cv", "comm_cv",
+                           "intra_node_p2p")
+
+
+def model_seconds(hw_path, ctx, mb, accumulation="sink"):
+    """The cost model's forward + backward seconds per step of the reference runs at one shape (with
+    `accumulation` fused: as if their gradients cost nothing to land)."""
+    args = [PLAN, "--hidden", "256", "--layers", str(DEPTH), "--heads", "4", "--vocab", "256", "--seq", str(ctx),
+            "--no-flash", "--global-batch", str(M * mb), "--hardware", hw_path, "--gpus", "1", "--predict",
+            "--design", "3d", "--micro-batch", str(mb), "--grad-accumulation", accumulation]
+    out = subprocess.run(args, capture_output=True, text=True)
+    found = re.search(r" compute_s=([0-9.e+-]+)", out.stdout)
+    if out.returncode != 0 or not found:
+        sys.exit(f"compute_fit: plan {' '.join(args[1:])}: {out.stderr.strip() or 'no compute_s in its output'}")
+    return float(found.group(1))
+
+
+def fit(model_s, measured_s):
+    """(compute_overhead, layer_overhead_s) for per-shape model and measured seconds; a negative fixed
+    cost falls back to the factor alone."""
+    shapes = [(p, DEPTH * M, y) for p, y in zip(model_s, measured_s)]
+    factor, fixed, factor_alone, _ = relative_fit.fit(shapes)
+    if fixed < 0:
+        factor, fixed = factor_alone, 0.0
+    return factor, fixed
+
+
+def refit(hw_path):
+    hw = json.load(open(hw_path))
+    fitted = re.search(r"fitted as compute_overhead [0-9.]+ x the cost model's \+ layer_overhead_us [0-9.]+ per layer "
+                       r"per micro-batch \(([^)]*)\)", hw.get("source", ""))
+    measured = [float(x) for x in re.findall(r"([0-9.]+) s measured", fitted.group(1))] if fitted else []
+    if len(measured) != len(SHAPES):
+        sys.exit(f"compute_fit: {hw_path}: source records {len(measured)} measured shape times, expected "
+                 f"{len(SHAPES)} (a calibration from ./zpp calibrate of 2026-11-23 on)")
+    bare = {k: v for k, v in hw.items() if k not in WRITTEN_AT_OR_AFTER_FIT}
+    tmp = hw_path + ".bare"
+    hardware_json.write(tmp, bare)
+    try:
+        model = [model_seconds(tmp, ctx, mb) for ctx, mb in SHAPES]
+    finally:
+        os.remove(tmp)
+    factor, fixed = fit(model, measured)
+    print(f"compute_fit: {os.path.basename(hw_path)}: compute_overhead {hw.get('compute_overhead')} -> {factor:.4f}, "
+          f"layer_overhead_us {hw.get('layer_overhead_us')} -> {fixed * 1e6:.1f}")
+    hw["compute_overhead"] = round(factor, 4)
+    hw["layer_overhead_us"] = round(fixed * 1e6, 1)
+    hardware_json.write(hw_path, hw)
+
+
+def main(argv):
+    if argv[:1] == ["shapes"] and len(argv) == 1:
+        for ctx, mb in SHAPES:
+            print(ctx, mb)
+    elif argv[:1] == ["model-s"] and len(argv) == 4:
+        print(f"{model_seconds(argv[1], int(argv[2]), int(argv[3])):.6f}")
+    elif argv[:1] == ["refit"] and len(argv) == 2:
+        refit(argv[1])
+    else:
+        sys.exit(f"compute_fit: usage: compute_fit.py shapes | model-s HW CTX MB | refit HW (got: {' '.join(argv)})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
