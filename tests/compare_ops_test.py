@@ -1,5 +1,6 @@
 """tools/compare_ops.py: per kind, the planner's seconds over the measured ones, from a log's OPS and
-PREDICT_OPS lines of the rank asked for; a prediction of another model (other matmul FLOPs) and a
+PREDICT_OPS lines of the rank asked for (copies, which the planner charges only for gradient landing, as a
+diagnostic line); a prediction of another model (other matmul FLOPs) and a
 log without the lines are refused with exit 1."""
 import os
 import subprocess
@@ -9,7 +10,7 @@ TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "
 OPS = ("[rank {r}] OPS rank={r} steps=3 matmul_s=0.2 attention_s=0.05 elementwise_s=0.04 copy_s=0.01 comm_s=0 "
        "optimizer_s=0.02 other_s=0.01 matmul_gflop={g} matmul_tflops=0.05 elementwise_gvalues=0.4 time=host")
 PRED = ("PREDICT_OPS rank={r} matmul_s=0.1 attention_s=0.05 elementwise_s=0.06 optimizer_s=0.01 matmul_gflop={g} "
-        "matmul_tflops=0.1 elementwise_gvalues=0.3")
+        "matmul_tflops=0.1 elementwise_gvalues=0.3 copy_s=0.004")
 
 
 def run(text, *args):
@@ -27,6 +28,8 @@ def main():
         assert f"kind={kind} measured_s=" in out and f"ratio={ratio}" in out.split(f"kind={kind} ")[1].split("\n")[0], out
     assert "measured=0.050 predicted=0.100" in out, out
     assert "kind=elementwise_gvalues measured=0.4000 predicted=0.3000 ratio=0.750" in out, out
+    # Copies: a diagnostic line (the planner charges only gradient landing's), never a RESULT.
+    assert "kind=copy measured_s=0.010000 predicted_s=0.004000 ratio=0.400" in out, out
     code, out = run(log, "--rank", "1")  # rank 1's prediction is of another model
     assert code == 1 and "not the same model" in out, out
     code, out = run(log, "--rank", "1", "--plan-rank", "0")  # a data rank of pipeline rank 0
@@ -39,6 +42,7 @@ def main():
     assert "RESULT op-kinds matmul_s=0.100000 s reference=0.200000 ratio=0.500 target=0.9-1.1 MISSED" in out, out
     assert "RESULT op-kinds step_s=0.550000 s reference=0.500000 ratio=1.100 target=0.9-1.1 MET" in out, out
     assert "RESULT op-kinds elementwise_gvalues=0.3000 1e9 reference=0.4000 ratio=0.750" in out, out
+    assert "RESULT op-kinds copy" not in out, out
     code, out = run("nothing here\n")
     assert code == 1 and "no OPS line" in out, out
     print("compare_ops_test: ok")

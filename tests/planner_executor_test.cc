@@ -198,17 +198,19 @@ TEST(Planner, PipelinedZeroLandsWhatTheWeightGemmsDoNotWrite) {
                 landing, 1e-15)
         << schedule;
   }
-  // PREDICT_OPS counts it with the element-wise work: FSDP-in-pipeline under 1f1b, global batch 32
-  // over zero 2: 16 micro-batches a step, one copy (2 values a parameter) and 15 adds (3 values).
+  // PREDICT_OPS reports it as the op profile counts it: FSDP-in-pipeline under 1f1b, global batch
+  // 32 over zero 2, 16 micro-batches a step: one copy (4 bytes a parameter, the copy kind) and 15
+  // adds (3 values, 6 bytes: element-wise work).
   Layout f, t;
   f.design = Design::kPipeFsdp, f.schedule = "1f1b", f.pp = 2, f.zero = 2;
   t.design = Design::k3D, t.schedule = "1f1b", t.pp = 2, t.dp = 2;
   const std::vector<OpTimes> of = PredictOpTimes(m, f, h, 32), ot = PredictOpTimes(m, t, h, 32);
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NEAR(of[r].elementwise_values - ot[r].elementwise_values, all[r] * (2 + 15 * 3), 1e-6) << r;
-    EXPECT_NEAR(of[r].elementwise_s - ot[r].elementwise_s, all[r] * (4 + 15 * 6) / h.ElementwiseBytesPerSecond(),
-                1e-15)
+    EXPECT_NEAR(of[r].elementwise_values - ot[r].elementwise_values, all[r] * 15 * 3, 1e-6) << r;
+    EXPECT_NEAR(of[r].elementwise_s - ot[r].elementwise_s, all[r] * 15 * 6 / h.ElementwiseBytesPerSecond(), 1e-15)
         << r;
+    EXPECT_NEAR(of[r].copy_s, all[r] * 4 / h.ElementwiseBytesPerSecond(), 1e-15) << r;
+    EXPECT_EQ(ot[r].copy_s, 0) << r;
   }
   Layout p;
   p.design = Design::kZeroPP, p.schedule = "zeropp", p.u = 4, p.pp = 2, p.zero = 2;

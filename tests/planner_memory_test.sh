@@ -189,6 +189,18 @@ if [[ $rc -eq 2 && "$out" == *"prefetch(0): ZeRO-3 takes 0 or more units ahead; 
 else
   fail "--prefetch outside ZeRO-3 (rc=$rc): $out"
 fi
+out="$("$PLAN" --predict "${SHAPE[@]}" --design 3d --pp 2 --grad-accumulation copy 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == "plan: --grad-accumulation: got 'copy', expected fused, autograd, fp32_add or sink" ]]; then
+  pass "an unknown gradient accumulation is refused"
+else
+  fail "--grad-accumulation copy (rc=$rc): $out"
+fi
+out="$("$PLAN" --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --grad-accumulation sink 2>&1)"; rc=$?
+if [[ $rc -eq 2 && "$out" == *"grad_accumulation(sink) is a 3D executor's option"* ]]; then
+  pass "--grad-accumulation refused outside 3D"
+else
+  fail "--grad-accumulation sink on zeropp (rc=$rc): $out"
+fi
 out="$("$PLAN" --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-idle-gbps 1 2>&1)"; rc=$?
 if [[ $rc -eq 2 && "$out" == "plan: --inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither" ]]; then
   pass "an idle link needs both its numbers"

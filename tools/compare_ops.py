@@ -65,6 +65,10 @@ def main():
                 rows.append((kind, ms, ps))
         print(f"OPS-VS-PLAN prediction={i} kind=matmul_tflops measured={float(measured['matmul_tflops']):.3f} "
               f"predicted={float(pr['matmul_tflops']):.3f}")
+        if "copy_s" in measured and "copy_s" in pr:  # a diagnostic: the planner charges only gradient landing's
+            ms, ps = float(measured["copy_s"]), float(pr["copy_s"])
+            print(f"OPS-VS-PLAN prediction={i} kind=copy measured_s={ms:.6f} predicted_s={ps:.6f} "
+                  f"ratio={f'{ps / ms:.3f}' if ms > 0 else 'n/a'} (predicted: gradient landing's copies only)")
         if "elementwise_gvalues" in measured and "elementwise_gvalues" in pr:
             mv, pv = float(measured["elementwise_gvalues"]), float(pr["elementwise_gvalues"])
             ratio = f"{pv / mv:.3f}" if mv > 0 else "n/a"

@@ -429,9 +429,9 @@ int RunPredict(const Flags& f) {
   for (size_t r = 0; r < ops.size(); ++r) {
     const OpTimes& o = ops[r];
     std::printf("PREDICT_OPS rank=%zu matmul_s=%.6f attention_s=%.6f elementwise_s=%.6f optimizer_s=%.6f "
-                "matmul_gflop=%.3f matmul_tflops=%.3f elementwise_gvalues=%.4f\n",
+                "matmul_gflop=%.3f matmul_tflops=%.3f elementwise_gvalues=%.4f copy_s=%.6f\n",
                 r, o.matmul_s, o.attention_s, o.elementwise_s, o.optimizer_s, o.matmul_flops / 1e9,
-                o.matmul_s > 0 ? o.matmul_flops / o.matmul_s / 1e12 : 0.0, o.elementwise_values / 1e9);
+                o.matmul_s > 0 ? o.matmul_flops / o.matmul_s / 1e12 : 0.0, o.elementwise_values / 1e9, o.copy_s);
   }
   return 0;
 }

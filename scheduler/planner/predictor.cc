@@ -118,8 +118,9 @@ struct CostParts {
   double reduce_s = 0;    // step-end reduction across replicas
   double optimizer_s = 0;
   // Per virtual stage, one micro-batch's gradient landing (the average over the step; none for
-  // Megatron's fused accumulation): element-wise seconds before compute_scale, and values moved.
-  std::vector<double> landing_s, landing_values;
+  // Megatron's fused accumulation), before compute_scale: its copies' seconds, its adds' seconds
+  // and values moved (the op profile counts a copy as copy, an add as element-wise work).
+  std::vector<double> landing_copy_s, landing_add_s, landing_add_values;
 };
 
 // The description with the intra-node link blocking collectives and receives see: on a CPU box
@@ -239,21 +240,21 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // benchmarks/baseline_3d's tensor-parallel linears, autograd Functions of their own), so only
   // the rest land. The simulator's W is the same for every micro-batch: each carries the average;
   // micro_batches unknown (0): every micro-batch copies.
-  std::vector<double> landing_s(chunks.size(), 0.0), landing_values(chunks.size(), 0.0);
+  std::vector<double> copy_s(chunks.size(), 0.0), add_s(chunks.size(), 0.0), add_values(chunks.size(), 0.0);
   if (l.design != Design::k3D || l.grad_accumulation == Layout::GradAccumulation::kSink) {
     const double mb = micro_batches > 0 ? micro_batches : 1.0;
     double reductions = 1.0;
     if (l.design == Design::kZero3 || l.pp == 1 || micro_batches == 0) reductions = mb;
     if (l.design == Design::kZeroPP && micro_batches > 0) reductions = std::ceil(mb / std::max(l.u, 1));
     const double written = l.design == Design::kZero3 && l.reduce_fp32 ? 4.0 : hw.value_bytes;
-    const double bytes = (reductions * (hw.value_bytes + written) + (mb - reductions) * 3 * hw.value_bytes) / mb;
-    const double values = (reductions * 2 + (mb - reductions) * 3) / mb;
+    const double copies = reductions / mb, adds = (mb - reductions) / mb;  // per micro-batch
     const bool direct = (l.schedule == "zb-h1" || l.schedule == "zeropp") && l.tp == 1;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const double landed = (chunks[i].params - (direct ? chunks[i].gemm_params : 0.0)) / l.tp;
-      landing_s[i] = landed * bytes / hw.ElementwiseBytesPerSecond();
-      landing_values[i] = landed * values;
-      c.virtual_stage_extra[i].backward_weight_s += landing_s[i] * co.compute_scale;
+      copy_s[i] = copies * landed * (hw.value_bytes + written) / hw.ElementwiseBytesPerSecond();
+      add_s[i] = adds * landed * 3 * hw.value_bytes / hw.ElementwiseBytesPerSecond();
+      add_values[i] = adds * landed * 3;
+      c.virtual_stage_extra[i].backward_weight_s += (copy_s[i] + add_s[i]) * co.compute_scale;
     }
   }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
@@ -365,7 +366,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // Every rank reduces and steps at once: the tail runs at its share of a core.
   const auto tail = StepTail(m, l, blocking, tp_links, share);
   c.optimizer_s = tail.first + tail.second;
-  return {c, layer, head, tail.first, tail.second, std::move(landing_s), std::move(landing_values)};
+  return {c, layer, head, tail.first, tail.second, std::move(copy_s), std::move(add_s), std::move(add_values)};
 }
 
 }  // namespace
@@ -406,8 +407,10 @@ std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const 
       t.elementwise_s += layers * (layer.elementwise_s + again * layer.elementwise_forward_s);
       t.matmul_flops += layers * layer.matmul_flops * (1 + again / 3);
       t.elementwise_values += layers * (layer.elementwise_values + again * layer.elementwise_forward_values);
-      t.elementwise_s += parts.landing_s.at(static_cast<size_t>(c) * s.pp + r);
-      t.elementwise_values += parts.landing_values.at(static_cast<size_t>(c) * s.pp + r);
+      const size_t stage = static_cast<size_t>(c) * s.pp + r;
+      t.copy_s += parts.landing_copy_s.at(stage);
+      t.elementwise_s += parts.landing_add_s.at(stage);
+      t.elementwise_values += parts.landing_add_values.at(stage);
       if (c * s.pp + r == s.pp * s.v - 1) {
         t.matmul_s += head.matmul_s;
         t.elementwise_s += head.elementwise_s;
@@ -420,6 +423,7 @@ std::vector<OpTimes> PredictOpTimes(const ModelShape& m, const Layout& l, const 
     t.elementwise_s *= s.m;
     t.matmul_flops *= s.m;
     t.elementwise_values *= s.m;
+    t.copy_s *= s.m;
     t.optimizer_s = parts.optimizer_s;
   }
   return out;

@@ -48,8 +48,10 @@ struct Prediction {
 // (zeropp/cli/op_profile.h): layers' and head's matrix products, attention core, element-wise
 // work, each at a whole compute unit and without compute_overhead; a recomputed chunk's forward
 // counted twice (the head never recomputed); the optimizer step at the rank's share of the box.
+// Gradient landing: its adds with the element-wise work, its copies as copy_s (the only copies
+// the planner charges; the profile's copy kind holds every other copy too).
 struct OpTimes {
-  double matmul_s = 0, attention_s = 0, elementwise_s = 0, optimizer_s = 0;
+  double matmul_s = 0, attention_s = 0, elementwise_s = 0, optimizer_s = 0, copy_s = 0;
   double matmul_flops = 0;
   double elementwise_values = 0;  // values the element-wise work moves
 };
