@@ -282,8 +282,8 @@ PY
 # (eager-mode costs shapes cannot see: a factor on the work and a fixed cost per layer call). The
 # cost model's time includes what these runs' gradients cost to land (grad_accumulation sink: a
 # copy every micro-batch), so that the fixed cost does not take it in: the planner charges it
-# apart, as each layout lands (predictor.cc). The
-# first shape's profile also gives the optimizer (optimizer_mparams_per_s) and the executor's
+# apart, as each layout lands (predictor.cc). The first shape's profile also gives the optimizer
+# (optimizer_mparams_per_s) and the executor's
 # gradient bookkeeping (grad_handling_ns_per_param: these runs reduce every unit every micro-batch,
 # so it is per parameter per reduction, and the planner charges it at each reduction a program
 # makes). The planner is then checked on layouts it was not calibrated on (./zpp bench planner-local).
