@@ -96,14 +96,13 @@ int main(int argc, char** argv) {
         l.reduce_fp32 = lj.value("reduce_fp32", false);
         l.zero1_allreduce = lj.value("zero1_allreduce", false);
         // The executor's gradient accumulation (Layout::grad_accumulation): fused (the default),
-        // autograd or fp32_add.
+        // autograd or fp32_add; sink is zeropp's own engine, which no published run used.
         const std::string accumulation = lj.value("grad_accumulation", std::string("fused"));
-        if (accumulation != "fused" && accumulation != "autograd" && accumulation != "fp32_add") {
+        if (!ParseGradAccumulation(accumulation, &l.grad_accumulation) ||
+            l.grad_accumulation == Layout::GradAccumulation::kSink) {
           throw std::invalid_argument(m.name + ": layout.grad_accumulation is '" + accumulation +
                                       "', expected fused, autograd or fp32_add");
         }
-        if (accumulation == "autograd") l.grad_accumulation = Layout::GradAccumulation::kAutograd;
-        if (accumulation == "fp32_add") l.grad_accumulation = Layout::GradAccumulation::kFp32Add;
         // Uneven pipeline chunks (Layout::stage_layers), as the source states its partition.
         l.stage_layers = lj.value("stage_layers", std::vector<int>{});
         const int batch = c.at("global_batch");

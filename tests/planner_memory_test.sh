@@ -20,6 +20,12 @@ FAILS=0
 PASSES=0
 pass() { echo "PASS: $1"; PASSES=$((PASSES + 1)); }
 fail() { echo "FAIL: $1"; FAILS=$((FAILS + 1)); }
+refused() {  # NAME PATTERN PLAN_ARGS...: plan exits 2 with one line matching PATTERN (a glob: exact without *)
+  local name="$1" want="$2" out rc
+  shift 2
+  out="$("$PLAN" "$@" 2>&1)"; rc=$?
+  if [[ $rc -eq 2 && "$out" == $want ]]; then pass "$name"; else fail "$name (rc=$rc): $out"; fi
+}
 
 MODEL=(--width 128 --depth 4 --heads 4 --context 32 --microbatches 4 --micro-batch 1 --steps 1 --log-every 1)
 SHAPE=(--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 32 --no-flash --hardware "$HW" --gpus 4
@@ -98,32 +104,17 @@ check_nvme zero3_z4_offload_params_nvme "--pp 1 --zero 4 --offload-params nvme -
   "--design zero3 --zero 4 --offload-params nvme"
 check_nvme zero3_z4_offload_optimizer_nvme "--pp 1 --zero 4 --offload-optimizer nvme --host-budget-mb 64" "--design zero3 --zero 4 --offload nvme"
 
-out="$("$PLAN" --gpus 0 --hardware "$HW" 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --gpus: got 0, expected a whole number >= 1" ]]; then
-  pass "zero GPUs refused"
-else
-  fail "zero GPUs (rc=$rc): $out"
-fi
-out="$("$PLAN" --gpus -3 --hardware "$HW" 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --gpus: got -3, expected a whole number >= 1" ]]; then
-  pass "a negative GPU count refused as zero is"
-else
-  fail "negative GPUs (rc=$rc): $out"
-fi
-out="$("$PLAN" --predict --design zero3 --zero 8 --schedule zeropp --gpus 8 --hardware "$HW" 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --schedule: got 'zeropp', but --design zero3 runs only its own schedule (zero3)" ]]; then
-  pass "a schedule the design does not run is refused"
-else
-  fail "zero3 with --schedule zeropp (rc=$rc): $out"
-fi
+refused "zero GPUs refused" "plan: --gpus: got 0, expected a whole number >= 1" --gpus 0 --hardware "$HW"
+refused "a negative GPU count refused as zero is" "plan: --gpus: got -3, expected a whole number >= 1" \
+  --gpus -3 --hardware "$HW"
+refused "a schedule the design does not run is refused" \
+  "plan: --schedule: got 'zeropp', but --design zero3 runs only its own schedule (zero3)" \
+  --predict --design zero3 --zero 8 --schedule zeropp --gpus 8 --hardware "$HW"
 # An output in a missing directory is refused before the plan runs: one line, nothing written.
 missing="${TEST_TMPDIR:-/tmp}/no_such_dir/rank.png"
-out="$("$PLAN" --gpus 8 --hardware "$HW" --plot "$missing" 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --plot: got '$missing', expected a file in an existing directory ('${missing%/rank.png}' is not one)" ]]; then
-  pass "--plot into a missing directory refused before planning"
-else
-  fail "--plot into a missing directory (rc=$rc): $out"
-fi
+refused "--plot into a missing directory refused before planning" \
+  "plan: --plot: got '$missing', expected a file in an existing directory ('${missing%/rank.png}' is not one)" \
+  --gpus 8 --hardware "$HW" --plot "$missing"
 # GPT-3 175B six times as wide: one gathered layer (65B parameters, 130 GB) outgrows the device.
 out="$("$PLAN" --model gpt3-175b --hidden 73728 --ffn 294912 --gpus 8 --hardware "$RUNFILES/scheduler/planner/hardware/a100-80gb-ib400.json" 2>&1)"; rc=$?
 if [[ $rc -eq 3 ]] && grep -qP '^plan: no layout fits gpt3-175b on 8 x a100-80gb-ib400: the smallest needs [0-9.]+ GB per device \(\S+\), the device has 80.0 GB$' <<<"$out"; then
@@ -144,18 +135,12 @@ if [[ $rc -eq 0 && "$out" == "usage:"* ]] && grep -q "^model presets: .*llama2-7
 else
   fail "--help (rc=$rc): $out"
 fi
-out="$("$PLAN" --bogus 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: unknown argument '--bogus'; expected one of "*" (--help: usage)" ]]; then
-  pass "an unknown flag is refused, pointing at --help"
-else
-  fail "unknown flag (rc=$rc): $out"
-fi
-out="$("$PLAN" --gpus 8 --micro-batch 2 --hardware "$HW" 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --micro-batch: sets one layout, for --predict or --estimate-memory;"* ]]; then
-  pass "a layout's flag given to plan is refused"
-else
-  fail "layout flag given to plan (rc=$rc): $out"
-fi
+refused "an unknown flag is refused, pointing at --help" \
+  "plan: unknown argument '--bogus'; expected one of * (--help: usage)" \
+  --bogus
+refused "a layout's flag given to plan is refused" \
+  "plan: --micro-batch: sets one layout, for --predict or --estimate-memory;*" \
+  --gpus 8 --micro-batch 2 --hardware "$HW"
 trace="$(mktemp -d "${TEST_TMPDIR:-/tmp}/plan-trace.XXXXXX")/sim.json"
 # Durations fixed at their means (compute_cv, comm_cv 0): the trace is then the predicted step itself
 # (with variability it is the first of the runs whose mean is the prediction).
@@ -177,36 +162,18 @@ else
   fail "--trace (rc=$rc): $out"
 fi
 [[ ! -e "$trace.tmp" ]] || fail "--trace left its temporary file"
-out="$("$PLAN" --predict "${SHAPE[@]}" --design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --trace /no/such/dir/t.json 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --trace: cannot write '/no/such/dir/t.json'" ]]; then
-  pass "--trace to an unwritable path refused"
-else
-  fail "--trace to an unwritable path (rc=$rc): $out"
-fi
-out="$("$PLAN" --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --prefetch 0 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == *"prefetch(0): ZeRO-3 takes 0 or more units ahead; other designs take only 1"* ]]; then
-  pass "--prefetch refused outside ZeRO-3"
-else
-  fail "--prefetch outside ZeRO-3 (rc=$rc): $out"
-fi
-out="$("$PLAN" --predict "${SHAPE[@]}" --design 3d --pp 2 --grad-accumulation copy 2>&1)"; rc=$?
-want="plan: --grad-accumulation: got 'copy', expected fused, autograd, fp32_add or sink"
-if [[ $rc -eq 2 && "$out" == "$want" ]]; then
-  pass "an unknown gradient accumulation is refused"
-else
-  fail "--grad-accumulation copy (rc=$rc): $out"
-fi
-out="$("$PLAN" --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --grad-accumulation sink 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == *"grad_accumulation(sink) is a 3D executor's option"* ]]; then
-  pass "--grad-accumulation refused outside 3D"
-else
-  fail "--grad-accumulation sink on zeropp (rc=$rc): $out"
-fi
-out="$("$PLAN" --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-idle-gbps 1 2>&1)"; rc=$?
-if [[ $rc -eq 2 && "$out" == "plan: --inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither" ]]; then
-  pass "an idle link needs both its numbers"
-else
-  fail "--inter-idle-gbps alone (rc=$rc): $out"
-fi
+refused "--trace to an unwritable path refused" "plan: --trace: cannot write '/no/such/dir/t.json'" \
+  --predict "${SHAPE[@]}" --design pipe-fsdp --schedule 1f1b --pp 2 --zero 2 --trace /no/such/dir/t.json
+refused "--prefetch refused outside ZeRO-3" \
+  "*prefetch(0): ZeRO-3 takes 0 or more units ahead; other designs take only 1*" \
+  --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --prefetch 0
+refused "an unknown gradient accumulation is refused" \
+  "plan: --grad-accumulation: got 'copy', expected fused, autograd, fp32_add or sink" \
+  --predict "${SHAPE[@]}" --design 3d --pp 2 --grad-accumulation copy
+refused "--grad-accumulation refused outside 3D" "*grad_accumulation(sink) is a 3D executor's option*" \
+  --predict "${SHAPE[@]}" --design zeropp --pp 2 --zero 2 --u 2 --grad-accumulation sink
+refused "an idle link needs both its numbers" \
+  "plan: --inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither" \
+  --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-idle-gbps 1
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

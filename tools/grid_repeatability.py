@@ -31,9 +31,8 @@ def predict(plan, hw, table, ctx, mb):
     hw = dict(hw, matmul=dict(hw["matmul"], table=table))
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(hw, f)
-    compute_fit.PLAN = plan
     try:
-        return compute_fit.model_seconds(f.name, ctx, mb)
+        return compute_fit.model_seconds(f.name, ctx, mb, plan=plan)
     finally:
         os.unlink(f.name)
 
