@@ -16,13 +16,16 @@ computed during each bench against the calibration, and, as a diagnostic only, h
 be within 10% if each prediction were scaled by that factor (the RESULT lines never are).
 Where zeropp-vs-3d ran its layouts more than once (--rounds), each layout's time in every round too,
 and how many layouts' rounds agree within 10% (a diagnostic of the measurement's repeatability).
-With --rows-tsv FILE, also writes each step-time row (layout, measured_s, predicted_s) there, tab-
-separated (benchmarks/planner_local_history.py reads them).
+With --rows-tsv FILE, also writes each step-time row (layout, measured_s, predicted_s, and its rounds'
+times, comma-separated, where it was measured in rounds) there, tab-separated
+(benchmarks/planner_local_history.py reads them).
   planner_local.py [--hardware JSON] --vs3d FILE --pipeline FILE [--speed FILE] [--rows-tsv FILE]
 """
 import argparse
 import json
+import math
 import re
+import statistics
 import subprocess
 import sys
 
@@ -114,17 +117,42 @@ STEAL_FREE_PCT = 1.0  # a round with less of the box's CPU time stolen by the ho
 ROUND = re.compile(r"# round (\d+) of (\d+), run \d+ of \d+: (\S+) \((\w+)\) ([0-9.]+) tok/s(?:, steal ([0-9.]+)%)?")
 
 
-def rounds_spread(path, predicted):
-    """With zeropp-vs-3d --rounds N, N > 1 (its "# round" lines): each layout's step time in each round
-    beside the prediction. A diagnostic of the measurement's own repeatability: where a layout's rounds
-    differ by more than 10%, no prediction can be within 10% of every one of them."""
+def round_times(path):
+    """zeropp-vs-3d --rounds N (its "# round" lines): each layout's step time (s) in each round, and the
+    share of the box's CPU time (%) the host stole during each round where the lines carry it."""
     per, steal = {}, {}
     for line in open(path):
         m = ROUND.search(line)
         if m:
             per.setdefault(f"{m.group(3)} ({m.group(4)})", []).append(32 * 128 / float(m.group(5)))
-            if m.group(6) is not None:  # the share of CPU time stolen by the host during the run (%)
+            if m.group(6) is not None:
                 steal.setdefault(f"{m.group(3)} ({m.group(4)})", []).append(float(m.group(6)))
+    return per, steal
+
+
+def noise_floor(groups):
+    """The measurement's own noise, from layouts measured more than once (groups: each one's times):
+    the pooled standard deviation s of ln(time) around each layout's mean over its rounds, the noise
+    s / sqrt(k) of a time reported from k rounds (their median: for two, their mean), and the share of
+    rows a planner without error would put within 10% with that noise alone (normal in ln(time)).
+    None without a layout measured twice."""
+    groups = [g for g in groups if len(g) > 1]
+    if not groups:
+        return None
+    dev = sum((math.log(t) - statistics.fmean(map(math.log, g))) ** 2 for g in groups for t in g)
+    s = math.sqrt(dev / sum(len(g) - 1 for g in groups))
+    phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))
+    # prediction/measurement = exp(-e) within [0.9, 1.1] for e within [-ln 1.1, -ln 0.9]
+    within = lambda sd: phi(-math.log(0.9) / sd) - phi(-math.log(1.1) / sd) if sd > 0 else 1.0
+    share = statistics.fmean(within(s / math.sqrt(len(g))) for g in groups)
+    return s, s / math.sqrt(statistics.fmean(len(g) for g in groups)), share
+
+
+def rounds_spread(path, predicted):
+    """With zeropp-vs-3d --rounds N, N > 1: each layout's step time in each round beside the prediction.
+    A diagnostic of the measurement's own repeatability: where a layout's rounds differ by more than
+    10%, no prediction can be within 10% of every one of them; and noise_floor's line."""
+    per, steal = round_times(path)
     per = {k: v for k, v in per.items() if len(v) > 1 and k in predicted}
     if not per:
         return
@@ -150,6 +178,10 @@ def rounds_spread(path, predicted):
         within = sum(abs(predicted[name] / (sum(ts) / len(ts)) - 1) <= 0.10 for name, ts in clean.items())
         print(f"# diagnostic, not the RESULT: {len(clean)} of {n} layouts had a round with under {STEAL_FREE_PCT:g}% "
               f"of the CPU stolen; the prediction within 10% of those rounds' mean time for {within} of {len(clean)}")
+    s, noise, share = noise_floor(per.values())
+    print(f"# diagnostic, not the RESULT: the rounds' own spread, sd {s:.3f} in ln(step time) around each layout's "
+          f"mean; the reported times' noise {noise:.3f}: a planner without error would put {share:.1%} of these "
+          f"{n} rows within 10%, and all {n} in {share ** n:.1%} of runs (noise alone, independent)")
 
 
 def main():
@@ -221,7 +253,9 @@ def main():
         print(f"{name:38s} {ms:10.4f} {ps:11.4f} {ps / ms:9.3f}  {mem}")
     if args.rows_tsv:
         with open(args.rows_tsv, "w") as out:
-            out.writelines(f"{name}\t{ms:.6f}\t{ps:.6f}\n" for name, ms, ps, *_ in rows)
+            per, _ = round_times(vs)
+            out.writelines(f"{name}\t{ms:.6f}\t{ps:.6f}\t{','.join(f'{t:.6f}' for t in per.get(name, []))}\n"
+                           for name, ms, ps, *_ in rows)
     if tp_rows:
         # Where a 3D row's step time goes wrong: its TP collectives (measured: the ranks' mean wall
         # time waiting in them) or the rest of the step.

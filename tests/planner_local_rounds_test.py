@@ -1,9 +1,10 @@
 """benchmarks/planner_local.py's rounds_spread: each layout's step time per round of zeropp-vs-3d --rounds
 (32 x 128 tokens over the round's tok/s), the spread, the prediction over each round, the host's steal share
-where the lines carry it, and the counts,
+where the lines carry it, the counts, and the rounds' pooled noise (noise_floor),
 against values worked out by hand; layouts measured once, or not predicted, are left out."""
 import contextlib
 import io
+import math
 import os
 import sys
 import tempfile
@@ -56,6 +57,15 @@ def main():
     # a's undisturbed round is its second (1.05 s: 0.952x), f's its first (1.00 s: 1.05x; both rounds' mean, 0.70x).
     assert "2 of 4 layouts had a round with under 1% of the CPU stolen; the prediction within 10% of those " \
            "rounds' mean time for 2 of 2" in out, out
+    # The rounds' own spread, pooled over a, b, c and f (two rounds each): ln(time) deviations of
+    # +-ln(ratio)/2 for each, over 4 degrees of freedom.
+    s = math.sqrt(sum(2 * (math.log(r) / 2) ** 2 for r in (1.05, 1.25, 1.0, 2.0)) / 4)
+    sd = s / math.sqrt(2)
+    phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))
+    share = phi(-math.log(0.9) / sd) - phi(-math.log(1.1) / sd)
+    assert (f"the rounds' own spread, sd {s:.3f} in ln(step time) around each layout's mean; the reported times' "
+            f"noise {sd:.3f}: a planner without error would put {share:.1%} of these 4 rows within 10%, and all 4 in "
+            f"{share ** 4:.1%} of runs") in out, out
     # One round (a bench run without --rounds): nothing printed.
     assert spread_of(lines[:6], {"a (unshaped)": 1.0}) == "", "one round printed a table"
     print("planner_local_rounds_test: ok")
