@@ -10,10 +10,12 @@
 #   ./zpp bench planner-local --fresh    calibrate, then run both benches, in this invocation (the
 #                                        calibration and the measurements see the same machine;
 #                                        this one drifts by 5-10% in matmul and loopback speed
-#                                        from day to day); zeropp-vs-3d runs every layout twice
-#                                        (--rounds 2, the second round backwards): r101 (one
-#                                        round) took 56 minutes on a 2-core box, 36 of them
-#                                        calibrating
+#                                        from day to day); zeropp-vs-3d runs every layout three
+#                                        times (--rounds 3, every other round backwards) and
+#                                        reports the median, which one disturbed round cannot
+#                                        move (r102-r112 ran two: a layout's rounds differed by
+#                                        up to 1.29x with no CPU stolen, r112); r112 took 36
+#                                        minutes on a 2-core box, about 4 a round of zeropp-vs-3d
 #   ./zpp bench planner-local --from F [--hardware H]
 #                                        the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware
@@ -67,7 +69,7 @@ case "$1" in
     UNITS=$(python3 -c "import json; print(json.load(open('$HW'))['shared_compute_units'])")
     speed() { tools/reference_runs.sh "$UNITS" "$WORK/speed_$1" 64 4 --speed "$1" | tee -a "$WORK/speed.txt" | sed 's/^/#| /'; }
     speed calibration
-    benchmarks/zeropp-vs-3d.sh --rounds 2 --no-crossover --plot "$WORK/vs3d.png" >"$WORK/vs3d.txt" 2>&1 ||
+    benchmarks/zeropp-vs-3d.sh --rounds 3 --no-crossover --plot "$WORK/vs3d.png" >"$WORK/vs3d.txt" 2>&1 ||
       { sed 's/^/#| /' "$WORK/vs3d.txt"; exit 1; }
     sed 's/^/#| /' "$WORK/vs3d.txt"
     speed after_vs3d

@@ -133,8 +133,9 @@ def round_times(path):
 def noise_floor(groups):
     """The measurement's own noise, from layouts measured more than once (groups: each one's times):
     the pooled standard deviation s of ln(time) around each layout's mean over its rounds, the noise
-    s / sqrt(k) of a time reported from k rounds (their median: for two, their mean), and the share of
-    rows a planner without error would put within 10% with that noise alone (normal in ln(time)).
+    s / sqrt(k) of the mean of k rounds (the reported time is their median: for two, their mean; for
+    three, its noise is about 1.16x that, so the figure is a lower bound), and the share of rows a
+    planner without error would put within 10% with that noise alone (normal in ln(time)).
     None without a layout measured twice."""
     groups = [g for g in groups if len(g) > 1]
     if not groups:
