@@ -12,9 +12,10 @@ its observed mean), against the misses observed. Then, as a diagnostic, each run
 median of its rows' ratios) divided out: how far the runs' shifts spread, how far the rows spread
 around their run's shift, and the rows and runs within 10% once the shift is gone, which tells the
 box's drift between a calibration and its benches (one factor a run) from the cost model's error
-between layouts. The shift is fitted to each run's own measurements, so it never enters a RESULT. Where rows carry
-their rounds' times (zeropp-vs-3d --rounds), also each such run's own noise (the noise column) and the
-share of rows a planner without error would put within 10% with it (planner_local.noise_floor).
+between layouts. The shift is fitted to each run's own measurements, so it never enters a RESULT.
+Where rows carry their rounds' times (zeropp-vs-3d --rounds), also each such run's own noise (the
+noise column) and the share of rows a planner without error would put within 10% with it
+(planner_local.noise_floor).
 The last RESULT line is the share of all rows within 10%, named NAME_step_time_share_within_10pct
 (--name NAME; default history).
   planner_local_history.py [--name NAME] LABEL=TSV [LABEL=TSV ...]
