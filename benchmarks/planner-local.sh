@@ -14,8 +14,9 @@
 #                                        times (--rounds 3, every other round backwards) and
 #                                        reports the median, which one disturbed round cannot
 #                                        move (r102-r112 ran two: a layout's rounds differed by
-#                                        up to 1.29x with no CPU stolen, r112); r112 took 36
-#                                        minutes on a 2-core box, about 4 a round of zeropp-vs-3d
+#                                        up to 1.29x with no CPU stolen, r112); r113 and r114
+#                                        (three rounds) took 40-42 minutes on a 2-core box, r112
+#                                        (two) 36
 #   ./zpp bench planner-local --from F [--hardware H]
 #                                        the measurements kept in an earlier --fresh output F,
 #                                        predicted again by the current planner (its hardware

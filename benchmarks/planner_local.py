@@ -142,9 +142,11 @@ def noise_floor(groups):
         return None
     dev = sum((math.log(t) - statistics.fmean(map(math.log, g))) ** 2 for g in groups for t in g)
     s = math.sqrt(dev / sum(len(g) - 1 for g in groups))
-    phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))
-    # prediction/measurement = exp(-e) within [0.9, 1.1] for e within [-ln 1.1, -ln 0.9]
-    within = lambda sd: phi(-math.log(0.9) / sd) - phi(-math.log(1.1) / sd) if sd > 0 else 1.0
+
+    def within(sd):  # prediction/measurement = exp(-e) within [0.9, 1.1]: e within [-ln 1.1, -ln 0.9]
+        e = statistics.NormalDist(0, sd) if sd > 0 else None
+        return e.cdf(-math.log(0.9)) - e.cdf(-math.log(1.1)) if e else 1.0
+
     share = statistics.fmean(within(s / math.sqrt(len(g))) for g in groups)
     return s, s / math.sqrt(statistics.fmean(len(g) for g in groups)), share
 

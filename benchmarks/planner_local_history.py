@@ -20,7 +20,6 @@ The last RESULT line is the share of all rows within 10%, named NAME_step_time_s
 (--name NAME; default history).
   planner_local_history.py [--name NAME] LABEL=TSV [LABEL=TSV ...]
 """
-import math
 import os
 import statistics
 import sys
@@ -35,8 +34,8 @@ def outside(mu, sd):
     """P(|X - 1| > BOUND) for X ~ N(mu, sd)."""
     if sd <= 0:
         return float(abs(mu - 1) > BOUND)
-    cdf = lambda x: 0.5 * (1 + math.erf((x - mu) / (sd * math.sqrt(2))))
-    return cdf(1 - BOUND) + 1 - cdf(1 + BOUND)
+    x = statistics.NormalDist(mu, sd)
+    return x.cdf(1 - BOUND) + 1 - x.cdf(1 + BOUND)
 
 
 def main(argv):
