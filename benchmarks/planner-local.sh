@@ -26,7 +26,8 @@
 #                                        committed with it and measured the links loaded and idle
 #                                        (r29 on), each predicted again by the current planner
 #                                        with that calibration (from git; its compute fit redone
-#                                        by the current cost model from the times it measured), and
+#                                        by the current cost model from the times it measured, its
+#                                        links by tools/link_fit.py from the sweeps it printed), and
 #                                        the rows' bias and spread per layout over the runs (needs a
 #                                        git checkout)
 #   ./zpp bench planner-local --cross    every committed --fresh output whose calibration measured
@@ -117,6 +118,9 @@ case "$1" in
       # apart, the fixed cost per layer must not take in a second time.
       python3 tools/compute_fit.py refit "$WORK/$run.json" | sed "s|$WORK/||; s|^|# |" >>"$WORK/refits.txt"
       sed -n 's/^#| //p' "$f" >"$WORK/$run.txt"
+      # Its two-node links fitted again from the sweeps its calibration printed, as ./zpp calibrate
+      # would fit them now (tools/link_fit.py).
+      python3 tools/link_fit.py refit "$WORK/$run.json" "$WORK/$run.txt" | sed "s|^|# |" >>"$WORK/refits.txt"
       NAMES+=("$run")
     done
     ((${#NAMES[@]} > 0)) || { echo "planner-local: $1: no committed run with its calibration" >&2; exit 2; }

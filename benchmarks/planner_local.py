@@ -61,6 +61,8 @@ def unshaped_link_flags(hw):
     if not veth:
         return ["--inter-gbps", str(hw["intra_node"]["bandwidth_gbps"])]
     flags = ["--inter-gbps", str(veth["bandwidth_gbps"]), "--inter-latency-us", str(veth["latency_us"])]
+    if "wire_latency_us" in veth:  # wire-bound (tools/link_fit.py)
+        flags += ["--inter-wire-latency-us", str(veth["wire_latency_us"])]
     veth_idle = hw.get("veth_unshaped_idle")  # measured idle too (descriptions from 2026-11-24 r29 on)
     if veth_idle:
         flags += ["--inter-idle-gbps", str(veth_idle["bandwidth_gbps"]),

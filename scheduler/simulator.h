@@ -18,6 +18,7 @@
 // The trace is Chrome trace JSON (one track per rank), the executor's format.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,14 @@ namespace scheduler {
 struct Link {
   double alpha_s = 0;           // latency per message
   double bytes_per_s = 1e300;   // bandwidth
+  // >= 0: a wire-bound link (planner's LinkSpec::wire_latency_s): a message takes
+  // max(alpha_s, wire_alpha_s + its bytes' time); < 0: alpha_s + its bytes' time.
+  double wire_alpha_s = -1;
   // `bytes` moved by `messages` collectives or sends: each pays the latency, the bytes once.
   double Time(double bytes, double messages = 1) const {
-    return bytes > 0 ? messages * alpha_s + bytes / bytes_per_s : 0.0;
+    if (bytes <= 0) return 0.0;
+    if (wire_alpha_s < 0 || messages <= 0) return messages * alpha_s + bytes / bytes_per_s;
+    return messages * std::max(alpha_s, wire_alpha_s + bytes / messages / bytes_per_s);
   }
 };
 

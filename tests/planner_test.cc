@@ -198,6 +198,22 @@ TEST(CostModel, CollectivesByAlgorithmAndLinkClass) {
   const double tiny = 8;
   EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, tiny, 8, 4), 2 * 3 * 20e-6 + 2 * tiny / 40e9);
   EXPECT_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, b, 1, 1), 0);
+  // A wire-bound inter-node link (tools/link_fit.py): a hop takes max(20 us, 5 us + its bytes' time),
+  // b / 8 over 40 GB/s; tiny messages pay the 20 us; a group inside one node is untouched.
+  h.allreduce_algorithm = "ring";
+  h.inter.wire_latency_s = 5e-6;
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kReduceScatter, b, 8, 4), 7 * (5e-6 + b / 8 / 40e9));
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllReduce, b, 8, 4), 2 * 7 * (5e-6 + b / 8 / 40e9));
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllGather, tiny, 8, 4), 7 * 20e-6);
+  EXPECT_DOUBLE_EQ(CollectiveSeconds(h, CollectiveKind::kAllGather, b, 4, 4), 3 * 10e-6 + 0.75 * b / 50e9);
+  // Read from a description: at most the link's latency.
+  std::string wire = kHw;
+  const std::string link = "\"inter_node\": {\"bandwidth_gbps\": 40, \"latency_us\": 20,";
+  wire.replace(wire.find(link), link.size(), link + " \"wire_latency_us\": 5,");
+  EXPECT_DOUBLE_EQ(ParseHardware(wire, "w.json").inter.wire_latency_s, 5e-6);
+  EXPECT_LT(Toy().inter.wire_latency_s, 0);
+  wire.replace(wire.find("\"wire_latency_us\": 5"), 20, "\"wire_latency_us\": 25");
+  EXPECT_THROW(ParseHardware(wire, "w.json"), std::invalid_argument);
 }
 TEST(CostModel, LayerCostByHand) {
   const Hardware h = Toy();

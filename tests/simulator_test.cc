@@ -289,6 +289,14 @@ TEST(SimulatorTest, EachUnitOfAChunkIsItsOwnCollective) {
   EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.1 + 1 + 2 + 1.1);
   c.chunk_collectives = {3};
   EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.3 + 1 + 2 + 1.3);
+  // A wire-bound link (Link::wire_alpha_s): each collective max(0.1, 0.05 + its 1/3 s of bytes),
+  // then with the latency over the bytes' time, the latency alone.
+  c.intra.wire_alpha_s = 0.05;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 3 * (0.05 + 1.0 / 3) * 2 + 1 + 2);
+  c.intra.alpha_s = 0.5;
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.5 + 1 + 2 + 1.5);
+  c.chunk_collectives = {1};
+  EXPECT_DOUBLE_EQ(Simulate(s, c).step_s, 1.05 + 1 + 2 + 1.05);
 }
 
 // CostModel::overlap_slowdown: computation runs 1.25x as long while the comm stream runs a

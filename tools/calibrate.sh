@@ -38,7 +38,9 @@
 #     it); 5 sweeps each (a sweep over 2x the fastest is set aside as disturbed and measured again,
 #     tools/link_sweeps.py), the per-size median fitted by least squares on absolute error (the large
 #     messages carry a run's bytes; the small ones' times are a loaded box's scheduling noise, which
-#     a relative fit let set the bandwidth: 0.17 GB/s for the 1gbit link, whose 16 MiB time says 0.11);
+#     a relative fit let set the bandwidth: 0.17 GB/s for the 1gbit link, whose 16 MiB time says 0.11),
+#     a loaded link wire-bound instead where that fits it better (tools/link_fit.py: the 1gbit link,
+#     whose latency passes while tbf drains its bytes);
 #   - the offload disk: zeropp's I/O engine (io_uring, O_DIRECT) writing and reading 1 GiB
 #     sequentially in the directory offload uses ($ZPP_OFFLOAD_DIR, default ~/.cache/zeropp-offload,
 #     as ./zpp demo --oversized), best of 3; nvme_gbps = the harmonic mean of write and read (an
@@ -149,7 +151,7 @@ import json, os, re, sys, time
 sys.path.insert(0, "tools")
 import grid_table
 import hardware_json
-import relative_fit
+import link_fit
 out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 grid = """$grid"""
@@ -166,23 +168,16 @@ io = """$io"""
 disk_w = max(float(v) for v in re.findall(r"write_gbs=([0-9.]+)", io))
 disk_r = max(float(v) for v in re.findall(r"read_gbs=([0-9.]+)", io))
 nvme_gbps = round(2 / (1 / disk_w + 1 / disk_r), 3)
-def fit_link(rows, p=4):
-    # Ring all-gather over p ranks: t = (p-1) alpha + (p-1)/p S / bus. Least squares on absolute
-    # error (the sizes that take the time count most), closed form for the two unknowns.
-    pts = [(float(s), float(t) * 1e-6) for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows)]
-    if len(pts) < 3:
-        sys.exit("calibrate: a link sweep printed %d ring all-gather rows, expected at least 3" % len(pts))
-    alpha, inv_bus = relative_fit.fit_link([(p - 1, (p - 1) / p * s, t) for s, t in pts], relative=False)
-    return round(1 / inv_bus / 1e9, 4), round(alpha * 1e6, 1)
-def medians(rows):  # the median time of each size over repeated sweeps, as rows fit_link reads
-    by_size = {}
-    for s, t in re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)", rows):
-        by_size.setdefault(int(s), []).append(float(t))
-    return "\n".join("all_gather(ring) %d %.1f" % (s, sorted(ts)[len(ts) // 2]) for s, ts in sorted(by_size.items()))
-veth_gbps, veth_us = fit_link(medians(veth))
-veth_idle_gbps, veth_idle_us = fit_link(medians(veth_idle))
-shaped_gbps, shaped_us = fit_link(medians(shaped))
-shaped_idle_gbps, shaped_idle_us = fit_link(medians(shaped_idle))
+# The four links' fits (tools/link_fit.py): alpha-beta, or a loaded link wire-bound where that fits better.
+links = link_fit.fit_all({"inter_node": shaped, "inter_node_idle": shaped_idle, "veth_unshaped": veth,
+                          "veth_unshaped_idle": veth_idle})
+veth_gbps, veth_us = links["veth_unshaped"]["bandwidth_gbps"], links["veth_unshaped"]["latency_us"]
+veth_idle_gbps, veth_idle_us = links["veth_unshaped_idle"]["bandwidth_gbps"], links["veth_unshaped_idle"]["latency_us"]
+shaped_gbps, shaped_us = links["inter_node"]["bandwidth_gbps"], links["inter_node"]["latency_us"]
+shaped_idle_gbps, shaped_idle_us = links["inter_node_idle"]["bandwidth_gbps"], links["inter_node_idle"]["latency_us"]
+def wire_note(key):
+    return (" (loaded: wire-bound, a hop max(that latency, the idle one + its bytes' time), tools/link_fit.py)"
+            if "wire_latency_us" in links[key] else "")
 peak = float(re.search(r"square_gflops=([0-9.]+)", mm).group(1))
 shapes = [(float(a), float(b), float(c), float(g)) for a, b, _, c, g in
           re.findall(r"\[(\d+) x (\d+)\] x \[(\d+) x (\d+)\]: ([0-9.]+) GFLOP/s", mm)]
@@ -241,16 +236,16 @@ hw = {
             "comm_cpu_gbps)); comm_cpu_us_per_message %.1f (a 64-byte message bounced between 2 ranks, process CPU "
             "per message); two nodes of 2 ranks (tools/two_nodes.sh), ring all-gather 1 KiB-16 MiB fitted (absolute "
             "error) with one busy thread per rank / idle: tc tbf 1gbit (inter_node, inter_node_idle) %.3f / %.3f "
-            "GB/s bus, %.0f / %.0f us per hop; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, "
-            "%.0f / %.0f us; offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their "
+            "GB/s bus, %.0f / %.0f us per hop%s; veth unshaped (veth_unshaped, veth_unshaped_idle) %.3f / %.3f GB/s, "
+            "%.0f / %.0f us%s; offload disk (io_bench, io_uring, 1 GiB) write %.3f, read %.3f GB/s, nvme_gbps their "
             "harmonic mean"
             % (time.strftime("%Y-%m-%d"), peak, len(shapes), grid_tokens, grid_dims, grid_dims, effs[0], effs[-1],
                effs[len(effs) // 2], grid_summary["reference_median"], grid_summary["reference_min"],
                grid_summary["reference_max"], grid_summary["repeats"], 100 * grid_summary["spread"], best / 1e9,
                bus, lat * 1e6, base, comm_cpu_gbps, comm_cpu_inter_gbps,
                ring_two_gbps, ring_two_gbps, msg_us, shaped_gbps,
-               shaped_idle_gbps, shaped_us,
-               shaped_idle_us, veth_gbps, veth_idle_gbps, veth_us, veth_idle_us, disk_w, disk_r),
+               shaped_idle_gbps, shaped_us, shaped_idle_us, wire_note("inter_node"), veth_gbps, veth_idle_gbps,
+               veth_us, veth_idle_us, wire_note("veth_unshaped"), disk_w, disk_r),
   "devices_per_node": 2,
   "shared_compute_units": 2,
   "compute_dtype": "fp32",
@@ -259,13 +254,13 @@ hw = {
   "attention_efficiency": 0.5,
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
-  "inter_node": {"bandwidth_gbps": shaped_gbps, "latency_us": shaped_us, "efficiency": 1.0},
-  "inter_node_idle": {"bandwidth_gbps": shaped_idle_gbps, "latency_us": shaped_idle_us, "efficiency": 1.0},
+  "inter_node": dict(links["inter_node"], efficiency=1.0),
+  "inter_node_idle": dict(links["inter_node_idle"], efficiency=1.0),
   "comm_cpu_gbps": comm_cpu_gbps,
   "comm_cpu_inter_node_gbps": comm_cpu_inter_gbps,
   "comm_cpu_us_per_message": msg_us,
-  "veth_unshaped": {"bandwidth_gbps": veth_gbps, "latency_us": veth_us},
-  "veth_unshaped_idle": {"bandwidth_gbps": veth_idle_gbps, "latency_us": veth_idle_us},
+  "veth_unshaped": links["veth_unshaped"],
+  "veth_unshaped_idle": links["veth_unshaped_idle"],
   "allreduce_algorithm": "ring",
   "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": nvme_gbps,
            "capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)},

@@ -47,8 +47,9 @@ Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --
   --no-flash --flash-v1 (FlashAttention 1's kernels)]; flags after --model override the preset.
   --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
-  one run's inter-node link: --inter-gbps --inter-latency-us, with --inter-idle-gbps
-  --inter-idle-latency-us (the same link measured idle, on a CPU box).
+  one run's inter-node link: --inter-gbps --inter-latency-us [--inter-wire-latency-us: wire-bound,
+  tools/link_fit.py], with --inter-idle-gbps --inter-idle-latency-us (the same link measured idle,
+  on a CPU box).
 )";
 
 using namespace zeropp::planner;
@@ -93,7 +94,7 @@ Flags Parse(int argc, char** argv) {
          {"vocab", ""}, {"seq", ""}, {"global-batch", "512"}, {"hardware", "a100-80gb-ib400"}, {"gpus", "64"},
          {"top", "15"}, {"designs", "zero3,zeropp,pipe-fsdp,3d"}, {"plot", ""}, {"csv", ""},
          {"seqs", "2048,4096,8192"}, {"inter-gbps", "25,50,100,200,400"}, {"inter-latency-us", ""},
-         {"inter-idle-gbps", ""}, {"inter-idle-latency-us", ""},
+         {"inter-idle-gbps", ""}, {"inter-idle-latency-us", ""}, {"inter-wire-latency-us", ""},
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
          {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}, {"stage-layers", ""},
@@ -196,6 +197,17 @@ PlanRequest RequestFrom(const Flags& f) {
   if (f.Has("devices-per-node")) q.hardware.devices_per_node = static_cast<int>(f.Int("devices-per-node", 1, 4096));
   if (f.Has("inter-gbps") && !f.Has("sweep")) q.hardware.inter.bytes_per_s = f.List("inter-gbps").front() * 1e9;
   if (f.Has("inter-latency-us")) q.hardware.inter.latency_s = f.List("inter-latency-us").front() * 1e-6;
+  // A link given here is alpha-beta unless its wire latency is given too (LinkSpec::wire_latency_s).
+  if (f.Has("inter-gbps") || f.Has("inter-latency-us")) q.hardware.inter.wire_latency_s = -1;
+  if (f.Has("inter-wire-latency-us")) {
+    const double wire = f.List("inter-wire-latency-us").front() * 1e-6;
+    if (!(wire >= 0 && wire <= q.hardware.inter.latency_s)) {
+      throw std::invalid_argument("--inter-wire-latency-us: got " + std::to_string(wire * 1e6) +
+                                  ", expected a number from 0 to the link's latency (" +
+                                  std::to_string(q.hardware.inter.latency_s * 1e6) + " us)");
+    }
+    q.hardware.inter.wire_latency_s = wire;
+  }
   // The same link measured idle (CPU boxes, Hardware::inter_idle): a link given here replaces the
   // description's, whose idle twin no longer applies unless given too.
   if (f.Has("inter-gbps") || f.Has("inter-latency-us")) q.hardware.inter_idle = {};

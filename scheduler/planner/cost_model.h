@@ -58,6 +58,8 @@ double CollectiveSeconds(const Hardware& hw, CollectiveKind kind, double bytes, 
 // The group's per-rank bus bandwidth and per-hop latency, as used above.
 double BusBytesPerSecond(const Hardware& hw, int ranks, int ranks_per_node);
 double HopLatency(const Hardware& hw, int ranks, int ranks_per_node);
+// Its link's LinkSpec::wire_latency_s (< 0: alpha-beta).
+double HopWireLatency(const Hardware& hw, int ranks, int ranks_per_node);
 
 struct ComputeOptions {
   int tp = 1;

@@ -84,6 +84,9 @@ LinkSpec ReadLink(const Reader& r, const std::string& key) {
   l.bytes_per_s = r.Number(key + ".bandwidth_gbps", 1e-6, 1e6) * 1e9;
   l.latency_s = r.Number(key + ".latency_us", 0, 1e6) * 1e-6;
   l.efficiency = r.Number(key + ".efficiency", 1e-3, 1);
+  if (r.Has(key + ".wire_latency_us")) {
+    l.wire_latency_s = r.Number(key + ".wire_latency_us", 0, l.latency_s * 1e6) * 1e-6;
+  }
   return l;
 }
 

@@ -138,6 +138,9 @@ struct LinkSpec {
   double bytes_per_s = 0;  // nominal, per direction
   double latency_s = 0;    // per message hop
   double efficiency = 1;   // achieved fraction of bytes_per_s for large messages
+  // Wire-bound (tools/link_fit.py): a hop takes max(latency_s, wire_latency_s + its bytes' time),
+  // the latency passing while the bytes drain; < 0: latency_s + the bytes' time (alpha-beta).
+  double wire_latency_s = -1;
   double Effective() const { return bytes_per_s * efficiency; }
 };
 

@@ -287,7 +287,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   const int stride = l.design == Design::k3D ? (l.dp_outer ? l.tp : l.tp * l.dp) : l.zero;
   const bool same_node = stride * l.pp <= g;
   c.inter = same_node ? SameNodeTransferLink(hw, blocking)
-                      : scheduler::Link{hw.inter.latency_s, hw.inter.Effective() / g};
+                      : scheduler::Link{hw.inter.latency_s, hw.inter.Effective() / g, hw.inter.wire_latency_s};
   if (l.design != Design::k3D) {
     double stage = 0;
     for (int r = 0; r < l.pp; ++r) stage = std::max(stage, StageParameters(m, l, r));
@@ -296,7 +296,9 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     const int rpn = RanksPerNode(l.zero, 1, g);
     // The group's ring on a description's links: a hop's latency per step, the bus bandwidth.
     auto ring = [&](const Hardware& links) {
-      return scheduler::Link{(l.zero - 1) * HopLatency(links, l.zero, rpn), BusBytesPerSecond(links, l.zero, rpn)};
+      const double wire = HopWireLatency(links, l.zero, rpn);
+      return scheduler::Link{(l.zero - 1) * HopLatency(links, l.zero, rpn), BusBytesPerSecond(links, l.zero, rpn),
+                             wire < 0 ? -1 : (l.zero - 1) * wire};
     };
     c.intra = ring(hw);
     if (blocking.intra.bytes_per_s != hw.intra.bytes_per_s || blocking.intra.latency_s != hw.intra.latency_s) {
