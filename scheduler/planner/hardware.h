@@ -60,6 +60,9 @@
 //   intra_node {bandwidth_gbps, latency_us, efficiency}   device-to-device inside a node
 //   inter_node {bandwidth_gbps, latency_us, efficiency}   per NODE, all its NICs together (on a
 //                                CPU box: measured while every core computes, as in training)
+//                                [wire_latency_us]: optional, any link: wire-bound, a hop takes
+//                                max(latency, wire latency + its bytes' time) (tools/link_fit.py:
+//                                a CPU box's shaped link, whose latency passes while tc drains it)
 //   inter_node_idle {bandwidth_gbps, latency_us, efficiency}   optional, CPU boxes: the same link
 //                                measured with the box idle. A ZeRO group's prefetched gathers
 //                                and reductions across nodes run at inter_node's rate while the
