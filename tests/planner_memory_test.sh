@@ -175,5 +175,8 @@ refused "--grad-accumulation refused outside 3D" "*grad_accumulation(sink) is a 
 refused "an idle link needs both its numbers" \
   "plan: --inter-idle-gbps and --inter-idle-latency-us: got one, expected both or neither" \
   --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-idle-gbps 1
+refused "a wire latency over the link's latency is refused" \
+  "plan: --inter-wire-latency-us: got 150, expected a number from 0 to the link's latency (100 us)" \
+  --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-latency-us 100 --inter-wire-latency-us 150
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -202,9 +202,9 @@ PlanRequest RequestFrom(const Flags& f) {
   if (f.Has("inter-wire-latency-us")) {
     const double wire = f.List("inter-wire-latency-us").front() * 1e-6;
     if (!(wire >= 0 && wire <= q.hardware.inter.latency_s)) {
-      throw std::invalid_argument("--inter-wire-latency-us: got " + std::to_string(wire * 1e6) +
-                                  ", expected a number from 0 to the link's latency (" +
-                                  std::to_string(q.hardware.inter.latency_s * 1e6) + " us)");
+      throw std::invalid_argument(absl::StrFormat("--inter-wire-latency-us: got %g, expected a number from 0 to the "
+                                                  "link's latency (%g us)",
+                                                  wire * 1e6, q.hardware.inter.latency_s * 1e6));
     }
     q.hardware.inter.wire_latency_s = wire;
   }
