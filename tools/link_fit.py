@@ -23,16 +23,15 @@ overestimated 1-4 MiB, the size of a layer's ZeRO-3 gather, by 11-40%.
 """
 import json
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hardware_json  # noqa: E402
 import relative_fit  # noqa: E402
+from link_sweeps import ROW  # noqa: E402  (a sweep's row: size, time in us)
 
 P = 4
 WIRE_BOUND_SHARE = 0.9  # set by hand between the two links' ranges above
-ROW = re.compile(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)")
 # Each swept link: its key in a hardware description, the label calibrate's sweep lines carry, and
 # its idle twin's key (None: the idle link itself).
 LINKS = [("inter_node_idle", "tbf 1gbit, idle", None), ("inter_node", "tbf 1gbit, loaded", "inter_node_idle"),

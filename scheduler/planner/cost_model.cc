@@ -70,12 +70,12 @@ double CollectiveSeconds(const Hardware& hw, CollectiveKind kind, double bytes, 
   if (ranks <= 1 || bytes <= 0) return 0;
   const double p = ranks, bus = BusBytesPerSecond(hw, ranks, ranks_per_node);
   const double alpha = HopLatency(hw, ranks, ranks_per_node);
-  const double wire = HopWireLatency(hw, ranks, ranks_per_node);
-  // A ring's hop on a wire-bound link (LinkSpec::wire_latency_s): its latency passes while its
+  // A ring's hop; on a wire-bound link (LinkSpec::wire_latency_s) its latency passes while its
   // bytes drain.
-  const double hop = wire < 0 ? -1 : std::max(alpha, wire + bytes / p / bus);
-  if (kind != CollectiveKind::kAllReduce) return hop < 0 ? (p - 1) * alpha + (p - 1) / p * bytes / bus : (p - 1) * hop;
-  const double ring = hop < 0 ? 2 * (p - 1) * alpha + 2 * (p - 1) / p * bytes / bus : 2 * (p - 1) * hop;
+  const double wire = HopWireLatency(hw, ranks, ranks_per_node), bytes_s = bytes / p / bus;
+  const double hop = wire < 0 ? alpha + bytes_s : std::max(alpha, wire + bytes_s);
+  if (kind != CollectiveKind::kAllReduce) return (p - 1) * hop;
+  const double ring = 2 * (p - 1) * hop;
   const double tree = 2 * std::ceil(std::log2(p)) * alpha + 2 * bytes / bus;
   if (hw.allreduce_algorithm == "ring") return ring;
   if (hw.allreduce_algorithm == "tree") return tree;
