@@ -9,7 +9,7 @@
 # Then plan's refusals: zero GPUs, a model that fits nowhere (it names the smallest memory any
 # layout needs), a global batch no layout can split, a layout's flag given to plan itself; and
 # `--predict --trace`: the simulated step as Chrome trace JSON, one track per pipeline rank, its last
-# event ending at the predicted step time.
+# event ending at the predicted step time; `--model PATH`: a Hugging Face config.json.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -178,5 +178,29 @@ refused "an idle link needs both its numbers" \
 refused "a wire latency over the link's latency is refused" \
   "plan: --inter-wire-latency-us: got 150, expected a number from 0 to the link's latency (100 us)" \
   --predict "${SHAPE[@]}" --design zero3 --zero 4 --inter-latency-us 100 --inter-wire-latency-us 150
+
+# --model PATH: a Hugging Face config.json plans exactly as the preset of the same shape does (the
+# ranked table identical line for line, the header naming the directory); a bad field is refused.
+CFG="${TEST_TMPDIR:-/tmp}/Meta-Llama-3-8B"
+mkdir -p "$CFG"
+cat >"$CFG/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+ "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+ "num_key_value_heads": 8, "tie_word_embeddings": false, "vocab_size": 128256}
+JSON
+H100="$RUNFILES/scheduler/planner/hardware/h100-80gb-ib400x8.json"
+PLAN_ARGS=(--global-batch 64 --hardware "$H100" --gpus 16 --top 5)
+from_cfg="$("$PLAN" --model "$CFG" "${PLAN_ARGS[@]}" 2>&1)"
+from_preset="$("$PLAN" --model llama3-8b "${PLAN_ARGS[@]}" 2>&1)"
+if [[ "$(head -1 <<<"$from_cfg")" == "plan: Meta-Llama-3-8B (8.03B parameters, seq 8192) on 16 x "* &&
+      "$(tail -n +2 <<<"$from_cfg")" == "$(tail -n +2 <<<"$from_preset")" && "$from_cfg" == *"winner: "* ]]; then
+  pass "--model CONFIG plans as the preset of its shape"
+else
+  fail "--model CONFIG: $from_cfg"$'\n'"preset: $from_preset"
+fi
+sed -i 's/"model_type": "llama"/"model_type": "gpt_neox"/' "$CFG/config.json"
+refused "a config of a model type the planner does not price is refused" \
+  "plan: --model $CFG/config.json: field 'model_type': got \"gpt_neox\", expected llama, mistral or gpt2 (the shapes the planner prices)" \
+  --model "$CFG" "${PLAN_ARGS[@]}"
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "scheduler/planner/hf_config.h"
 #include "scheduler/planner/planner.h"
 #include "zeropp/cli/run_checks.h"
 
@@ -43,8 +44,10 @@ LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb
   [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
   3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--grad-accumulation fused|autograd|fp32_add|sink:
   how W accumulates: Megatron's fused GEMM (default), autograd's add, an fp32 add, zeropp's engine]
-Model: --model PRESET, or --hidden --layers --heads --vocab --seq [--kv-heads --ffn --swiglu
-  --no-flash --flash-v1 (FlashAttention 1's kernels)]; flags after --model override the preset.
+Model: --model PRESET, or --model PATH (a Hugging Face config.json, or its directory: model_type
+  llama, mistral or gpt2; the sequence is its max_position_embeddings unless --seq), or --hidden
+  --layers --heads --vocab --seq [--kv-heads --ffn --swiglu --no-flash --flash-v1 (FlashAttention
+  1's kernels)]; flags after --model override the preset.
   --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
   one run's inter-node link: --inter-gbps --inter-latency-us [--inter-wire-latency-us: wire-bound,
@@ -157,6 +160,8 @@ ModelShape ModelFrom(const Flags& f) {
     }
     m.name = "custom";
     m.tied_embedding = !f.Has("swiglu");
+  } else if (IsHfConfigPath(f.Str("model"))) {
+    m = ModelFromHfConfig(f.Str("model"), f.Has("seq") ? static_cast<int>(f.Int("seq", 1, 1 << 22)) : 0);
   } else {
     m = ModelPreset(f.Str("model"));
   }

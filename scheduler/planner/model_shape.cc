@@ -29,8 +29,9 @@ ModelShape Gpt(const std::string& name, int h, int l, int a, int vocab, int seq)
   return m;
 }
 
-ModelShape Llama(const std::string& name, int h, int l, int a, int kv, int ffn) {
-  ModelShape m = Decoder(name, h, l, a, kv, ffn, 32000, 4096);
+// Llama 2 (vocabulary 32000, sequence 4096) unless told otherwise; Llama 3: 128256 and 8192.
+ModelShape Llama(const std::string& name, int h, int l, int a, int kv, int ffn, int vocab = 32000, int seq = 4096) {
+  ModelShape m = Decoder(name, h, l, a, kv, ffn, vocab, seq);
   m.swiglu = true;
   return m;
 }
@@ -41,6 +42,9 @@ const std::map<std::string, ModelShape>& Presets() {
       {"llama2-13b", Llama("llama2-13b", 5120, 40, 40, 40, 13824)},
       {"llama2-34b", Llama("llama2-34b", 8192, 48, 64, 8, 22016)},
       {"llama2-70b", Llama("llama2-70b", 8192, 80, 64, 8, 28672)},
+      {"llama3-8b", Llama("llama3-8b", 4096, 32, 32, 8, 14336, 128256, 8192)},
+      {"llama3-70b", Llama("llama3-70b", 8192, 80, 64, 8, 28672, 128256, 8192)},
+      {"llama3-405b", Llama("llama3-405b", 16384, 126, 128, 8, 53248, 128256, 8192)},
       {"gpt3-175b", Gpt("gpt3-175b", 12288, 96, 96, 51200, 2048)},
       {"gpt3-13b", Gpt("gpt3-13b", 5120, 40, 40, 51200, 2048)},
       {"gpt3-6.7b", Gpt("gpt3-6.7b", 4096, 32, 32, 51200, 2048)},
@@ -103,7 +107,7 @@ ModelShape ModelPreset(const std::string& name) {
   if (it == Presets().end()) {
     throw std::invalid_argument(absl::StrCat("--model: got '", name, "', expected one of: ",
                                              absl::StrJoin(ModelPresetNames(), ", "),
-                                             " (or --hidden/--layers/--heads/--vocab/--seq)"));
+                                             " (or --hidden/--layers/--heads/--vocab/--seq, or a Hugging Face config.json)"));
   }
   return it->second;
 }

@@ -1,7 +1,7 @@
 // model_shape.h: a decoder-only transformer as the planner sees it: shapes only.
 //
-// A preset by name (gpt3-175b, llama2-7b, llama2-13b, llama2-70b, megatron-*) or explicit
-// numbers. Counts are exact for the models zeropp builds (models/gpt.h, models/llama.h):
+// A preset by name (gpt3-175b, llama2-7b, llama3-8b, ...), explicit numbers, or a Hugging Face
+// config.json (hf_config.h). Counts are exact for the models zeropp builds (models/gpt.h, models/llama.h):
 // parameters per layer, per-token FLOPs of every matmul, attention core FLOPs.
 //   ModelShape m = ModelPreset("llama2-7b");  m.seq = 4096;
 //   double p = m.Parameters();

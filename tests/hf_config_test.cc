@@ -1,0 +1,163 @@
+// hf_config_test: `plan --model PATH` reads a Hugging Face config.json (scheduler/planner/hf_config.h).
+// The configs below are those the model hubs publish (the fields the reader uses, as written
+// there); the parameter counts are the ones their model cards and the transformers library report
+// (GPT-2 124,439,808; Llama-2-7B 6,738,415,616; Meta-Llama-3-8B 8,030,261,248; Mistral-7B
+// 7,241,732,096), and the Llama 3 presets' counts (70B 70,553,706,496; 405B 405,853,388,800) were
+// computed by hand from their published shapes. Every bad field is refused in one line naming the
+// file, the field, its value and what was expected.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "scheduler/planner/hf_config.h"
+#include "scheduler/planner/model_shape.h"
+
+namespace zeropp {
+namespace planner {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kGpt2 = R"({"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"],
+  "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_inner": null, "n_layer": 12,
+  "n_positions": 1024, "vocab_size": 50257})";
+constexpr const char* kLlama2 = R"({"architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+  "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,
+  "rope_scaling": null, "tie_word_embeddings": false, "torch_dtype": "float16", "vocab_size": 32000})";
+constexpr const char* kLlama3 = R"({"architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+  "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "vocab_size": 128256})";
+constexpr const char* kMistral = R"({"architectures": ["MistralForCausalLM"], "hidden_act": "silu",
+  "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096,
+  "tie_word_embeddings": false, "vocab_size": 32000})";
+
+// Writes `text` as DIR/config.json under the test's temporary directory; returns DIR.
+std::string Write(const std::string& dir, const std::string& text) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path d = fs::path(tmp ? tmp : "/tmp") / dir;
+  fs::create_directories(d);
+  std::ofstream(d / "config.json") << text;
+  return d.string();
+}
+
+// `text` with the first occurrence of `from` replaced by `to`.
+std::string Edit(std::string text, const std::string& from, const std::string& to) {
+  return text.replace(text.find(from), from.size(), to);
+}
+
+std::string Refusal(const std::string& path, int seq = 0) {
+  try {
+    ModelFromHfConfig(path, seq);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(HfConfig, Gpt2CountsAsPublished) {
+  const ModelShape m = ModelFromHfConfig(Write("gpt2", kGpt2));
+  EXPECT_EQ(m.name, "gpt2");
+  EXPECT_EQ(m.hidden, 768);
+  EXPECT_EQ(m.ffn, 4 * 768);  // n_inner null
+  EXPECT_EQ(m.kv_heads, 12);
+  EXPECT_EQ(m.seq, 1024);
+  EXPECT_TRUE(m.tied_embedding);
+  EXPECT_FALSE(m.swiglu);
+  EXPECT_DOUBLE_EQ(m.Parameters(), 124439808);
+}
+
+TEST(HfConfig, LlamaMatchesItsPresetAndPublishedCount) {
+  const ModelShape m = ModelFromHfConfig(Write("Llama-2-7b-hf", kLlama2));
+  const ModelShape p = ModelPreset("llama2-7b");
+  EXPECT_EQ(m.name, "Llama-2-7b-hf");
+  EXPECT_EQ(m.hidden, p.hidden);
+  EXPECT_EQ(m.layers, p.layers);
+  EXPECT_EQ(m.heads, p.heads);
+  EXPECT_EQ(m.kv_heads, p.kv_heads);
+  EXPECT_EQ(m.ffn, p.ffn);
+  EXPECT_EQ(m.vocab, p.vocab);
+  EXPECT_EQ(m.seq, p.seq);
+  EXPECT_EQ(m.swiglu, p.swiglu);
+  EXPECT_EQ(m.tied_embedding, p.tied_embedding);
+  EXPECT_DOUBLE_EQ(m.Parameters(), 6738415616);
+  EXPECT_DOUBLE_EQ(p.Parameters(), 6738415616);
+  // The file itself, not only its directory; a sequence given overrides max_position_embeddings.
+  EXPECT_EQ(ModelFromHfConfig(Write("Llama-2-7b-hf", kLlama2) + "/config.json", 2048).seq, 2048);
+}
+
+TEST(HfConfig, GroupedQueryAttentionAndLlama3Presets) {
+  const ModelShape m = ModelFromHfConfig(Write("Meta-Llama-3-8B", kLlama3));
+  EXPECT_EQ(m.kv_heads, 8);
+  EXPECT_EQ(m.seq, 8192);
+  EXPECT_DOUBLE_EQ(m.Parameters(), 8030261248);
+  EXPECT_DOUBLE_EQ(ModelPreset("llama3-8b").Parameters(), 8030261248);
+  EXPECT_DOUBLE_EQ(ModelPreset("llama3-70b").Parameters(), 70553706496);
+  EXPECT_DOUBLE_EQ(ModelPreset("llama3-405b").Parameters(), 405853388800);
+}
+
+TEST(HfConfig, SlidingWindowShorterThanTheSequenceIsRefused) {
+  const std::string dir = Write("Mistral-7B-v0.1", kMistral);
+  EXPECT_EQ(Refusal(dir), "--model " + dir + "/config.json: field 'sliding_window': got 4096, expected null or at "
+                          "least the sequence, 32768 (the planner prices full causal attention; give --seq "
+                          "4096 or less)");
+  const ModelShape m = ModelFromHfConfig(dir, 4096);
+  EXPECT_DOUBLE_EQ(m.Parameters(), 7241732096);
+  const std::string unwindowed = Edit(kMistral, "\"sliding_window\": 4096", "\"sliding_window\": null");
+  EXPECT_EQ(ModelFromHfConfig(Write("mistral-nowindow", unwindowed)).seq, 32768);
+}
+
+TEST(HfConfig, RefusesWhatItCannotPriceInOneLine) {
+  const std::string f = "/config.json: field '";
+  std::string d = Write("qwen", Edit(kLlama3, "\"llama\"", "\"qwen2\""));
+  EXPECT_EQ(Refusal(d), "--model " + d + f +
+                            "model_type': got \"qwen2\", expected llama, mistral or gpt2 (the shapes the planner "
+                            "prices)");
+  d = Write("nohidden", Edit(kLlama3, "\"hidden_size\": 4096,", ""));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "hidden_size': got nothing (missing), expected a whole number > 0");
+  d = Write("texthidden", Edit(kLlama3, "\"hidden_size\": 4096", "\"hidden_size\": \"4096\""));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "hidden_size': got \"4096\", expected a whole number > 0");
+  d = Write("zerolayers", Edit(kLlama3, "\"num_hidden_layers\": 32", "\"num_hidden_layers\": 0"));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "num_hidden_layers': got 0, expected a whole number > 0");
+  d = Write("headdim", Edit(kLlama3, "\"hidden_act\"", "\"head_dim\": 256, \"hidden_act\""));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "head_dim': got 256, expected hidden_size / num_attention_heads = 128 "
+                                             "(the planner's attention projections are hidden x hidden)");
+  d = Write("nopositions", Edit(kLlama3, "\"max_position_embeddings\": 8192,", ""));
+  EXPECT_EQ(Refusal(d), "--model " + d + f +
+                            "max_position_embeddings': got nothing (missing), expected a whole number > 0 (or "
+                            "give --seq)");
+  EXPECT_EQ(ModelFromHfConfig(d, 4096).seq, 4096);
+  d = Write("tied", Edit(kLlama3, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": 1"));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "tie_word_embeddings': got 1, expected true or false");
+  d = Write("kv", Edit(kLlama3, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 5"));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "num_key_value_heads': got 5, expected a whole number dividing "
+                                             "num_attention_heads (32)");
+  d = Write("gpt2long", kGpt2);
+  EXPECT_EQ(Refusal(d, 2048), "--model " + d + f + "n_positions': got 1024, expected at least --seq 2048 (GPT-2's "
+                                                   "learned positions end there)");
+  d = Write("notjson", "{\"model_type\": \"llama\",");
+  EXPECT_EQ(Refusal(d).rfind("--model " + d + "/config.json: not JSON (at byte ", 0), 0u) << Refusal(d);
+  d = Write("array", "[1, 2]");
+  EXPECT_EQ(Refusal(d),
+            "--model " + d + "/config.json: got array, expected a JSON object (a Hugging Face config.json)");
+  EXPECT_EQ(Refusal("/nonexistent/dir"),
+            "--model: got '/nonexistent/dir', expected a preset name, a Hugging Face config.json or a directory "
+            "holding one (cannot read '/nonexistent/dir')");
+}
+
+TEST(HfConfig, PresetNamesAreNotPaths) {
+  EXPECT_FALSE(IsHfConfigPath("llama2-7b"));
+  EXPECT_FALSE(IsHfConfigPath("llama3-405b"));
+  EXPECT_FALSE(IsHfConfigPath("no-such-preset"));  // neither a preset nor a file: ModelPreset lists the presets
+  EXPECT_TRUE(IsHfConfigPath("checkpoints/Llama-2-7b-hf"));
+  EXPECT_TRUE(IsHfConfigPath(Write("here", kGpt2)));
+}
+
+}  // namespace
+}  // namespace planner
+}  // namespace zeropp
