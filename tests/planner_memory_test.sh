@@ -1,8 +1,9 @@
 #!/bin/bash
 # The planner's memory model against the engine's own accounting on this machine: for every
 # layout tools/train runs (ZeRO-3, hybrid sharding, FSDP inside a pipeline, ZeroPP, PP x DP with
-# ZeRO-1, a pure pipeline, ZeroPP with ZeRO-1 in bf16), rank 0's model state as the engine counts
-# it (the step line's "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan
+# ZeRO-1, a pure pipeline, ZeroPP with ZeRO-1 in bf16) and the 3D baseline's train_3d runs (tp x
+# pp, with sequence parallelism, tp x dp, with the distributed optimizer), rank 0's model state as
+# the engine counts it (the step line's "model-state X MB/rank", MemoryStats::ModelStateBytes) equals `plan
 # --predict`'s prediction for pipeline rank 0 within 2% (or 0.06 MB: the log prints 0.1 MB), and so do the host tensor
 # bytes rank 0 holds between steps (within 3% or 0.1 MB); offloaded to NVMe (parameters and
 # optimizer, or the optimizer alone), the state in files and the state left in memory likewise.
@@ -14,6 +15,7 @@ set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
 TRAIN="$RUNFILES/tools/train"
+T3D="$RUNFILES/benchmarks/baseline_3d/train_3d"
 PLAN="$RUNFILES/tools/plan"
 HW="$RUNFILES/scheduler/planner/hardware/cpu-local.json"
 FAILS=0
@@ -30,9 +32,9 @@ refused() {  # NAME PATTERN PLAN_ARGS...: plan exits 2 with one line matching PA
 MODEL=(--width 128 --depth 4 --heads 4 --context 32 --microbatches 4 --micro-batch 1 --steps 1 --log-every 1)
 SHAPE=(--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 32 --no-flash --hardware "$HW" --gpus 4
        --devices-per-node 4 --global-batch 16)
-check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS"
+check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS" [PROGRAM: tools/train, or the 3D baseline's train_3d]
   local out engine predicted held
-  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" "${MODEL[@]}" $2 2>&1)"
+  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "${4:-$TRAIN}" "${MODEL[@]}" $2 2>&1)"
   engine="$(grep -oP '(?<=model-state )[0-9.]+' <<<"$out" | head -1)"
   held="$(grep -oP '(?<=host-tensors )[0-9.]+' <<<"$out" | head -1)"
   predicted="$("$PLAN" --predict "${SHAPE[@]}" $3 | grep -oP '(?<=model_state_rank0_mb=)[0-9.]+')"
@@ -58,6 +60,14 @@ check fsdp_in_pp "--pp 2 --zero 2 --schedule 1f1b" "--design pipe-fsdp --schedul
 check zeropp_pp2_z2 "--pp 2 --zero 2 --schedule zeropp --unit-size 2" "--design zeropp --pp 2 --zero 2 --v 1 --u 2"
 check pp2_dp2_zero1 "--pp 2 --zero 1 --dp 2 --dp-mode zero1 --schedule 1f1b" "--design 3d --pp 2 --dp 2 --zero1"
 check pp4 "--pp 4 --zero 1 --schedule 1f1b" "--design 3d --pp 4"
+# Megatron-style 3D (benchmarks/baseline_3d on zeropp's engine): each rank's TP slice, the
+# replicated norms and biases whole, with and without the distributed optimizer.
+check 3d_tp2_pp2 "--tp 2 --pp 2 --schedule 1f1b" "--design 3d --tp 2 --pp 2 --grad-accumulation sink" "$T3D"
+check 3d_tp2_pp2_sp "--tp 2 --sp --pp 2 --schedule 1f1b" "--design 3d --tp 2 --sp --pp 2 --grad-accumulation sink" \
+  "$T3D"
+check 3d_tp2_dp2 "--tp 2 --dp 2" "--design 3d --tp 2 --dp 2 --grad-accumulation sink" "$T3D"
+check 3d_tp2_dp2_zero1 "--tp 2 --dp 2 --dp-mode zero1" "--design 3d --tp 2 --dp 2 --zero1 --grad-accumulation sink" \
+  "$T3D"
 # bf16 parameters with the engine's default fp32 gradient shards (the planner's --reduce-fp32) and
 # ZeRO-1 over 2 replicas of a ZeroPP pipeline: 2 + 4 bytes a parameter, and the fp32 master (4) and
 # the moments (8) halved, each replica holding the part it updates; the description's compute dtype
