@@ -100,7 +100,8 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_THROW(LoadHardware("no-such-machine"), std::invalid_argument);
 }
 TEST(Hardware, ShippedDescriptionsLoad) {
-  for (const char* name : {"a100-80gb-ib200x8", "a100-80gb-ib400", "h100-80gb-ib400x8", "cpu-local"}) {
+  for (const char* name :
+       {"a100-80gb-ib200x8", "a100-80gb-ib400", "h100-80gb-ib400x8", "h200-141gb-ib400x8", "cpu-local"}) {
     const Hardware h = LoadHardware(std::string("scheduler/planner/hardware/") + name + ".json");
     EXPECT_GT(h.ComputeFlops(), 0) << name;
   }

@@ -22,7 +22,7 @@ for t in "${tests[@]}"; do cp -L "$bin/tests/$t" "$out/tests/"; done
 tool_bins=("${tools[@]/:/\/}")
 tool_bins=("${tool_bins[@]/#/$bin/}")
 cp -L "${tool_bins[@]}" "$out/tools/"
-cp "$root"/scheduler/planner/hardware/{h100-80gb-ib400x8,a100-80gb-ib200x8}.json "$out/hardware/"
+cp "$root"/scheduler/planner/hardware/{h100-80gb-ib400x8,h200-141gb-ib400x8,a100-80gb-ib200x8}.json "$out/hardware/"
 # The newest description measured on a lent H100: gpu_checks.sh oversized predicts from it (that mode
 # has no time to calibrate).
 prior="$(ls "$root"/benchmarks/results/h100-measured-*.json 2>/dev/null | sort | tail -1)"
