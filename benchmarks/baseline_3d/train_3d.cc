@@ -226,7 +226,8 @@ int Main(int argc, char** argv) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // model-state and host-tensors as tools/train prints them: the engine's accounting of this
       // rank's TP slice and the host tensor bytes it holds between steps (tests/planner_memory_test).
-      std::printf("step %4lld/%lld loss %.4f  grad_norm %.3f  %.0f tok/s  model-state %.1f MB/rank  host-tensors %.1f MB\n",
+      std::printf("step %4lld/%lld loss %.4f  grad_norm %.3f  %.0f tok/s  model-state %.1f MB/rank  "
+                  "host-tensors %.1f MB\n",
                   (long long)(step + 1), (long long)cfg.steps, r.loss, r.grad_norm, tokens_per_step * (step + 1) / secs,
                   trainer.Memory().ModelStateBytes() / 1e6, HostBlockCacheStats().tensor_live_bytes / 1e6);
       std::fflush(stdout);

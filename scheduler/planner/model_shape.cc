@@ -107,7 +107,8 @@ ModelShape ModelPreset(const std::string& name) {
   if (it == Presets().end()) {
     throw std::invalid_argument(absl::StrCat("--model: got '", name, "', expected one of: ",
                                              absl::StrJoin(ModelPresetNames(), ", "),
-                                             " (or --hidden/--layers/--heads/--vocab/--seq, or a Hugging Face config.json)"));
+                                             " (or --hidden/--layers/--heads/--vocab/--seq, or a Hugging Face ",
+                                             "config.json)"));
   }
   return it->second;
 }
