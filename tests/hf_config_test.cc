@@ -3,8 +3,10 @@
 // there); the parameter counts are the ones their model cards and the transformers library report
 // (GPT-2 124,439,808; Llama-2-7B 6,738,415,616; Meta-Llama-3-8B 8,030,261,248; Mistral-7B
 // 7,241,732,096), and the Llama 3 presets' counts (70B 70,553,706,496; 405B 405,853,388,800) were
-// computed by hand from their published shapes. Every bad field is refused in one line naming the
-// file, the field, its value and what was expected.
+// computed by hand from their published shapes. Qwen2.5's counts (7B 7,615,616,512; 0.5B, tied,
+// 494,032,768) were computed by hand from the configs below and agree with their model cards'
+// 7.61B and 0.49B (6.53B and 0.36B without the embedding). Every bad field is refused in one line
+// naming the file, the field, its value and what was expected.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -36,6 +38,15 @@ constexpr const char* kMistral = R"({"architectures": ["MistralForCausalLM"], "h
   "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
   "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096,
   "tie_word_embeddings": false, "vocab_size": 32000})";
+constexpr const char* kQwen25 = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu",
+  "hidden_size": 3584, "intermediate_size": 18944, "max_position_embeddings": 131072, "max_window_layers": 28,
+  "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+  "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false, "use_sliding_window": false,
+  "vocab_size": 152064})";
+constexpr const char* kQwen25Small = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu",
+  "hidden_size": 896, "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+  "sliding_window": 32768, "tie_word_embeddings": true, "use_sliding_window": false, "vocab_size": 151936})";
 
 // Writes `text` as DIR/config.json under the test's temporary directory; returns DIR.
 std::string Write(const std::string& dir, const std::string& text) {
@@ -112,12 +123,49 @@ TEST(HfConfig, SlidingWindowShorterThanTheSequenceIsRefused) {
   EXPECT_EQ(ModelFromHfConfig(Write("mistral-nowindow", unwindowed)).seq, 32768);
 }
 
+TEST(HfConfig, Qwen2CountsItsQkvBiases) {
+  const ModelShape m = ModelFromHfConfig(Write("Qwen2.5-7B", kQwen25), 4096);
+  EXPECT_TRUE(m.qkv_bias);
+  EXPECT_FALSE(m.out_bias);
+  EXPECT_FALSE(m.mlp_bias);
+  EXPECT_EQ(m.seq, 4096);
+  // Per layer: q and o 3584^2 each, k and v 3584 x 512 each, biases 3584 + 2 x 512, the MLP 3 x 3584
+  // x 18944, two norms; the untied table twice and the final norm.
+  const double layer = 2.0 * 3584 * 3584 + 2.0 * 3584 * 512 + (3584 + 2 * 512) + 3.0 * 3584 * 18944 + 2 * 3584;
+  EXPECT_DOUBLE_EQ(m.LayerParameters(), layer);
+  EXPECT_DOUBLE_EQ(m.Parameters(), 28 * layer + 2.0 * 152064 * 3584 + 3584);
+  EXPECT_DOUBLE_EQ(m.Parameters(), 7615616512);
+  EXPECT_DOUBLE_EQ(ModelFromHfConfig(Write("Qwen2.5-0.5B", kQwen25Small)).Parameters(), 494032768);
+  // The window is off unless use_sliding_window turns it on; then it refuses as Mistral's does.
+  const std::string on = Write("qwen-window", Edit(Edit(kQwen25Small, "\"use_sliding_window\": false",
+                                                        "\"use_sliding_window\": true"),
+                                                   "\"sliding_window\": 32768", "\"sliding_window\": 4096"));
+  EXPECT_EQ(Refusal(on), "--model " + on + "/config.json: field 'sliding_window': got 4096, expected null or at "
+                         "least the sequence, 32768 (the planner prices full causal attention; give --seq 4096 "
+                         "or less)");
+}
+
+TEST(HfConfig, LlamaBiasesAreCountedWhereSet) {
+  const ModelShape plain = ModelFromHfConfig(Write("llama3-nobias", kLlama3));
+  const ModelShape attn = ModelFromHfConfig(
+      Write("llama3-attnbias", Edit(kLlama3, "\"hidden_act\"", "\"attention_bias\": true, \"hidden_act\"")));
+  const ModelShape mlp = ModelFromHfConfig(
+      Write("llama3-mlpbias", Edit(kLlama3, "\"hidden_act\"", "\"mlp_bias\": true, \"hidden_act\"")));
+  // q 4096, k and v 1024 each, o 4096; gate and up 14336 each, down 4096; 32 layers.
+  EXPECT_DOUBLE_EQ(attn.Parameters() - plain.Parameters(), 32.0 * (4096 + 1024 + 1024 + 4096));
+  EXPECT_DOUBLE_EQ(mlp.Parameters() - plain.Parameters(), 32.0 * (14336 + 14336 + 4096));
+  EXPECT_DOUBLE_EQ(attn.LayerMatmulWeights(), plain.LayerMatmulWeights());  // biases are no GEMM weights
+  const std::string d =
+      Write("llama3-badbias", Edit(kLlama3, "\"hidden_act\"", "\"mlp_bias\": \"no\", \"hidden_act\""));
+  EXPECT_EQ(Refusal(d), "--model " + d + "/config.json: field 'mlp_bias': got \"no\", expected true or false");
+}
+
 TEST(HfConfig, RefusesWhatItCannotPriceInOneLine) {
   const std::string f = "/config.json: field '";
-  std::string d = Write("qwen", Edit(kLlama3, "\"llama\"", "\"qwen2\""));
+  std::string d = Write("gemma", Edit(kLlama3, "\"llama\"", "\"gemma\""));
   EXPECT_EQ(Refusal(d), "--model " + d + f +
-                            "model_type': got \"qwen2\", expected llama, mistral or gpt2 (the shapes the planner "
-                            "prices)");
+                            "model_type': got \"gemma\", expected llama, mistral, qwen2 or gpt2 (the shapes the "
+                            "planner prices)");
   d = Write("nohidden", Edit(kLlama3, "\"hidden_size\": 4096,", ""));
   EXPECT_EQ(Refusal(d), "--model " + d + f + "hidden_size': got nothing (missing), expected a whole number > 0");
   d = Write("texthidden", Edit(kLlama3, "\"hidden_size\": 4096", "\"hidden_size\": \"4096\""));

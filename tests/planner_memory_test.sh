@@ -210,7 +210,7 @@ else
 fi
 sed -i 's/"model_type": "llama"/"model_type": "gpt_neox"/' "$CFG/config.json"
 refused "a config of a model type the planner does not price is refused" \
-  "plan: --model $CFG/config.json: field 'model_type': got \"gpt_neox\", expected llama, mistral or gpt2 (the shapes*" \
+  "plan: --model $CFG/config.json: field 'model_type': got \"gpt_neox\", expected llama, mistral, qwen2 or gpt2*" \
   --model "$CFG" "${PLAN_ARGS[@]}"
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

@@ -45,7 +45,7 @@ LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb
   3D: [--sp] [--zero1] [--dp-outer: rank order tp, pp, dp] [--grad-accumulation fused|autograd|fp32_add|sink:
   how W accumulates: Megatron's fused GEMM (default), autograd's add, an fp32 add, zeropp's engine]
 Model: --model PRESET, or --model PATH (a Hugging Face config.json, or its directory: model_type
-  llama, mistral or gpt2; the sequence is its max_position_embeddings unless --seq), or --hidden
+  llama, mistral, qwen2 or gpt2; the sequence is its max_position_embeddings unless --seq), or --hidden
   --layers --heads --vocab --seq [--kv-heads --ffn --swiglu --no-flash --flash-v1 (FlashAttention
   1's kernels)]; flags after --model override the preset.
   --global-batch in sequences.

@@ -15,6 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+constexpr const char* kTypes = "llama, mistral, qwen2 or gpt2";  // the model_type values priced
+
 class Config {
  public:
   Config(json root, std::string origin) : root_(std::move(root)), origin_(std::move(origin)) {}
@@ -43,8 +45,8 @@ class Config {
     return root_[field].get<bool>();
   }
   std::string Text(const std::string& field) const {
-    if (!Present(field)) Fail(field, "nothing (missing)", "llama, mistral or gpt2");
-    if (!root_[field].is_string()) Fail(field, root_[field].dump(), "a string: llama, mistral or gpt2");
+    if (!Present(field)) Fail(field, "nothing (missing)", kTypes);
+    if (!root_[field].is_string()) Fail(field, root_[field].dump(), absl::StrCat("a string: ", kTypes));
     return root_[field].get<std::string>();
   }
 
@@ -75,6 +77,8 @@ ModelShape Llama(const Config& c) {
   m.vocab = c.Count("vocab_size");
   m.swiglu = true;
   m.tied_embedding = c.Flag("tie_word_embeddings", false);
+  m.qkv_bias = m.out_bias = c.Flag("attention_bias", false);  // transformers' Llama: on q, k, v and o
+  m.mlp_bias = c.Flag("mlp_bias", false);
   Divides(c, "num_attention_heads", m.heads, "hidden_size", m.hidden);
   Divides(c, "num_key_value_heads", m.kv_heads, "num_attention_heads", m.heads);
   if (c.Present("head_dim") && c.Count("head_dim") != m.hidden / m.heads) {
@@ -133,10 +137,14 @@ ModelShape ModelFromHfConfig(const std::string& path, int seq) {
   const Config c(root, file.string());
   const std::string type = c.Text("model_type");
   ModelShape m;
-  if (type == "llama" || type == "mistral") {
+  if (type == "llama" || type == "mistral" || type == "qwen2") {
     m = Llama(c);
+    // Qwen2 is a Llama with biases on the q, k and v projections (none on o or the MLP), and a
+    // sliding window only where use_sliding_window says so.
+    if (type == "qwen2") m.qkv_bias = true, m.out_bias = m.mlp_bias = false;
+    const bool windowed = type != "qwen2" || c.Flag("use_sliding_window", false);
     m.seq = seq > 0 ? seq : c.Count("max_position_embeddings", -1, " (or give --seq)");
-    if (c.Present("sliding_window") && c.Count("sliding_window") < m.seq) {
+    if (windowed && c.Present("sliding_window") && c.Count("sliding_window") < m.seq) {
       c.Fail("sliding_window", std::to_string(c.Count("sliding_window")),
              absl::StrCat("null or at least the sequence, ", m.seq,
                           " (the planner prices full causal attention; give --seq ", c.Count("sliding_window"),
@@ -151,7 +159,7 @@ ModelShape ModelFromHfConfig(const std::string& path, int seq) {
     }
     m.seq = seq > 0 ? seq : positions;
   } else {
-    c.Fail("model_type", json(type).dump(), "llama, mistral or gpt2 (the shapes the planner prices)");
+    c.Fail("model_type", json(type).dump(), absl::StrCat(kTypes, " (the shapes the planner prices)"));
   }
   std::error_code ec;
   const fs::path dir = fs::weakly_canonical(fs::absolute(file), ec).parent_path();

@@ -2,11 +2,11 @@
 // PATH` plans the user's own checkpoint without retyping its numbers.
 //
 // Reads model_type llama and mistral (a gated SiLU MLP, RMSNorm, grouped-query attention, untied
-// unless tie_word_embeddings) and gpt2 (LayerNorm, biases, learned positions, tied); anything else
-// is refused by name, as is a shape the planner would price wrongly (a head_dim other than
+// unless tie_word_embeddings; attention_bias and mlp_bias counted where set), qwen2 (the same with
+// biases on q, k and v) and gpt2 (LayerNorm, biases, learned positions, tied); anything else is
+// refused by name, as is a shape the planner would price wrongly (a head_dim other than
 // hidden_size / num_attention_heads; a sliding attention window shorter than the sequence, which
-// the planner would charge as full causal attention). Llama's optional attention_bias and mlp_bias
-// are not counted (under 0.01% of the parameters). The sequence is max_position_embeddings
+// the planner would charge as full causal attention). The sequence is max_position_embeddings
 // (n_positions for gpt2) unless `seq` is given; GPT-2's learned positions are counted at the
 // sequence planned, as the planner's GPT builds them.
 //   ModelShape m = ModelFromHfConfig("checkpoints/Llama-2-7b-hf", 4096);

@@ -56,7 +56,8 @@ const std::map<std::string, ModelShape>& Presets() {
 
 double ModelShape::LayerParameters() const {
   const double h = hidden, kv = static_cast<double>(kv_heads) * head_dim();
-  const double biases = swiglu ? 0.0 : (h + 2 * kv) + h + ffn + h;  // GPT: qkv, proj, fc1, fc2 biases
+  const double biases = swiglu ? (qkv_bias ? h + 2 * kv : 0.0) + (out_bias ? h : 0.0) + (mlp_bias ? 2.0 * ffn + h : 0.0)
+                               : (h + 2 * kv) + h + ffn + h;  // GPT: qkv, proj, fc1, fc2 biases
   const double norms = (swiglu ? 1.0 : 2.0) * 2 * h;               // RMSNorm weight / LayerNorm weight+bias
   return LayerMatmulWeights() + biases + norms;
 }

@@ -24,6 +24,11 @@ struct ModelShape {
   int vocab = 0;
   int seq = 0;
   bool tied_embedding = false;
+  // A gated (Llama-family) block's biases; GPT's block always has all of them. Qwen2: q, k and v;
+  // a transformers Llama config's attention_bias: q, k, v and o; its mlp_bias: gate, up and down.
+  bool qkv_bias = false;
+  bool out_bias = false;
+  bool mlp_bias = false;
   bool flash_attention = true;  // attention core stores no s^2 tensors and skips masked blocks
   // With flash_attention: the kernel is FlashAttention 1 or its Triton port (2022-23), run at the
   // hardware's attention_efficiency_flash_v1; false: FlashAttention 2 or later (cuDNN, SDPA).
