@@ -141,7 +141,10 @@ ModelShape ModelFromHfConfig(const std::string& path, int seq) {
     m = Llama(c);
     // Qwen2 is a Llama with biases on the q, k and v projections (none on o or the MLP), and a
     // sliding window only where use_sliding_window says so.
-    if (type == "qwen2") m.qkv_bias = true, m.out_bias = m.mlp_bias = false;
+    if (type == "qwen2") {
+      m.qkv_bias = true;
+      m.out_bias = m.mlp_bias = false;
+    }
     const bool windowed = type != "qwen2" || c.Flag("use_sliding_window", false);
     m.seq = seq > 0 ? seq : c.Count("max_position_embeddings", -1, " (or give --seq)");
     if (windowed && c.Present("sliding_window") && c.Count("sliding_window") < m.seq) {

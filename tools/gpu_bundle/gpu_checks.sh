@@ -226,8 +226,8 @@ fi
 section params-offload
 out=""
 host_fits 4 "$pbudget_mb" && out="$(train --width "$width" --depth "$pdepth" --heads "$heads" --context "$context" \
-  --micro-batch 2 --steps 3 --host-budget-mb "$pbudget_mb" --lr 1e-5 --param-dtype bf16 --reduce-dtype bf16 --recompute \
-  --offload-optimizer cpu --offload-params cpu --profile 2>&1)"
+  --micro-batch 2 --steps 3 --host-budget-mb "$pbudget_mb" --lr 1e-5 --param-dtype bf16 --reduce-dtype bf16 \
+  --recompute --offload-optimizer cpu --offload-params cpu --profile 2>&1)"
 echo "$out"
 step="$(grep -oP 'PROFILE .*step_s=\K[0-9.]+' <<<"$out" | tail -1)"
 if [[ -n "$desc" && -n "$step" && "$quick" != quick ]]; then
