@@ -67,7 +67,9 @@ void Divides(const Config& c, const std::string& field, int part, const std::str
   }
 }
 
-ModelShape Llama(const Config& c) {
+// A Llama-family block (llama, mistral, qwen2). Qwen2's biases are fixed (q, k and v); a
+// transformers Llama or Mistral config says where it has any (attention_bias: q, k, v and o).
+ModelShape Llama(const Config& c, const std::string& type) {
   ModelShape m;
   m.hidden = c.Count("hidden_size");
   m.layers = c.Count("num_hidden_layers");
@@ -77,8 +79,12 @@ ModelShape Llama(const Config& c) {
   m.vocab = c.Count("vocab_size");
   m.swiglu = true;
   m.tied_embedding = c.Flag("tie_word_embeddings", false);
-  m.qkv_bias = m.out_bias = c.Flag("attention_bias", false);  // transformers' Llama: on q, k, v and o
-  m.mlp_bias = c.Flag("mlp_bias", false);
+  if (type == "qwen2") {
+    m.qkv_bias = true;
+  } else {
+    m.qkv_bias = m.out_bias = c.Flag("attention_bias", false);
+    m.mlp_bias = c.Flag("mlp_bias", false);
+  }
   Divides(c, "num_attention_heads", m.heads, "hidden_size", m.hidden);
   Divides(c, "num_key_value_heads", m.kv_heads, "num_attention_heads", m.heads);
   if (c.Present("head_dim") && c.Count("head_dim") != m.hidden / m.heads) {
@@ -138,13 +144,8 @@ ModelShape ModelFromHfConfig(const std::string& path, int seq) {
   const std::string type = c.Text("model_type");
   ModelShape m;
   if (type == "llama" || type == "mistral" || type == "qwen2") {
-    m = Llama(c);
-    // Qwen2 is a Llama with biases on the q, k and v projections (none on o or the MLP), and a
-    // sliding window only where use_sliding_window says so.
-    if (type == "qwen2") {
-      m.qkv_bias = true;
-      m.out_bias = m.mlp_bias = false;
-    }
+    m = Llama(c, type);
+    // Qwen2's sliding window applies only where use_sliding_window says so.
     const bool windowed = type != "qwen2" || c.Flag("use_sliding_window", false);
     m.seq = seq > 0 ? seq : c.Count("max_position_embeddings", -1, " (or give --seq)");
     if (windowed && c.Present("sliding_window") && c.Count("sliding_window") < m.seq) {
