@@ -140,6 +140,16 @@ Schedule Blank(const std::string& name, int pp, int v, int m, int u) {
   return s;
 }
 
+// Whether a rank holding `deferred` weight passes may defer one more (GenOptions::max_deferred_w).
+bool DeferMore(const GenOptions& o, size_t deferred) {
+  return o.max_deferred_w < 0 || deferred < static_cast<size_t>(o.max_deferred_w);
+}
+
+void CheckDeferral(const std::string& name, const GenOptions& o) {
+  Require(o.max_deferred_w >= -1,
+          absl::StrCat(name, ": max_deferred_w(", o.max_deferred_w, ") must be >= 0, or -1 for the design's deferral"));
+}
+
 }  // namespace
 
 Schedule GPipe(int pp, int m, const GenOptions& o) {
@@ -219,6 +229,7 @@ Schedule Interleaved(int pp, int v, int m, const GenOptions& o) {
 
 Schedule ZbH1(int pp, int m, const GenOptions& o) {
   CheckCommon("zb-h1", pp, 1, m);
+  CheckDeferral("zb-h1", o);
   Schedule s = Blank("zb-h1", pp, 1, m, 0);
   for (int r = 0; r < pp; ++r) {
     RankBuilder b(pp, 1, r, &s.ranks[r]);
@@ -226,7 +237,7 @@ Schedule ZbH1(int pp, int m, const GenOptions& o) {
     WarmSteadyCool(std::min(pp - 1 - r, m), m, [&](int k) { b.Forward(0, k); }, [&](int k, bool steady) {
       b.Backward(ActionKind::kBackwardInput, 0, k);
       // Rank r keeps the first r weight passes for the cool-down, where it would otherwise wait.
-      if (steady && k < r) {
+      if (steady && k < r && DeferMore(o, deferred.size())) {
         deferred.push_back(k);
       } else {
         b.Emit(ActionKind::kBackwardWeight, 0, k);
@@ -353,6 +364,7 @@ Schedule Zero3(int m, const Zero3Plan& p, const GenOptions& o) {
 Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o) {
   CheckCommon("zeropp", pp, v, m);
   Require(u >= 1, absl::StrCat("zeropp: U(", u, ") must be >= 1"));
+  CheckDeferral("zeropp", o);
   std::vector<std::vector<int>> units;
   for (int start = 0; start < m; start += u) {
     units.emplace_back();
@@ -398,7 +410,7 @@ Schedule ZeroPP(int pp, int v, int m, int u, const GenOptions& o) {
       };
       WarmSteadyCool(warm, n, fwd, [&](int k, bool steady) {
         auto done = bwd(k);
-        if (steady && k <= 2 * r) {
+        if (steady && k <= 2 * r && DeferMore(o, stack.size())) {
           stack.push_back(done);
         } else {
           weight(done.first, done.second);

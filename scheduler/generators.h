@@ -4,7 +4,8 @@
 //   OneFOneB     1F1B: pp-1-r warm-up forwards, then alternate, then cool down (v = 1)
 //   Interleaved  Megatron's interleaved 1F1B over v chunks per rank (m % pp == 0)
 //   ZeroPP       units of U micro-batches, each an interleaved GPipe with a 1F1B overlap on the
-//                last chunk, weights gathered once per chunk change, W deferred (ZEROPP.md)
+//                last chunk, weights gathered once per chunk change, W deferred (ZEROPP.md;
+//                GenOptions::max_deferred_w caps how many at once)
 //   DeepSpeed1F1B  DeepSpeed's pipeline engine (TrainSchedule): 1F1B in half-steps of alternating
 //                parity, neighbouring stages pairing their blocking transfers (v = 1)
 //   ZbH1         1F1B with the backward split into input (Bi) and weight (W) gradients, W
@@ -37,6 +38,11 @@ struct GenOptions {
   // posted as one batch (deadlock-free under blocking p2p; see the validator's rendezvous mode).
   bool group_transfers = true;
   RecomputePolicy recompute = RecomputePolicy::kDefault;
+  // ZeroPP and ZB-H1: at most this many weight-gradient passes deferred at once on a rank (-1: as
+  // the design defers them). A deferred W keeps its chunk's weight-pass inputs and output
+  // gradients alive; at long sequences they outweigh the rest of the activations, so a cap trades
+  // some of the bubble W fills for memory (0: every W right after its Bi).
+  int max_deferred_w = -1;
 };
 
 Schedule GPipe(int pp, int m, const GenOptions& o = {});

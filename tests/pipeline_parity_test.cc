@@ -24,6 +24,7 @@ struct PipeRecord {
   scheduler::BackwardSplitStats split;
   int expect_split = 0, expect_whole = 0;  // from the schedule: Bi's off the first stage split
   int expect_w_released = 0;               // split W's placed after their chunk's Release
+  int most_deferred = 0;                   // the executor's schedule: W's outstanding at a Bi, at most
 };
 
 TrainerOptions OptionsOf(const PipeCase& c, const EngineOptions& engine) {
@@ -60,6 +61,7 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
     records[rank].split = ex.executor().split_stats();
     const int pp_rank = me.pp_index;
     std::set<int> gathered;
+    int outstanding_w = 0;
     int first_stage_units = 0;  // a first stage of 2+ units is cut after its first: it splits too
     for (int k = 0; k < ex.engine().num_units(); ++k) first_stage_units += ex.executor().stage_of_unit(k) == 0 ? 1 : 0;
     for (const auto& a : ex.executor().schedule().ranks[pp_rank]) {
@@ -69,6 +71,10 @@ std::vector<PipeRecord> RunPipeline(const PipeCase& c, const EngineOptions& opts
       if (a.kind == scheduler::ActionKind::kBackwardWeight && !first_stage && !gathered.count(a.chunk)) {
         ++records[rank].expect_w_released;
       }
+      if (a.kind == scheduler::ActionKind::kBackwardInput) {
+        records[rank].most_deferred = std::max(records[rank].most_deferred, outstanding_w++);
+      }
+      if (a.kind == scheduler::ActionKind::kBackwardWeight) --outstanding_w;
       if (a.kind == scheduler::ActionKind::kBackwardInput && !first_stage) ++records[rank].expect_split;
       if (a.kind == scheduler::ActionKind::kBackward || (a.kind == scheduler::ActionKind::kBackwardInput && first_stage)) {
         ++records[rank].expect_whole;
@@ -120,6 +126,8 @@ TEST_P(PipelineParityTest, MatchesSingleProcessAdamW) {
     // ZeroPP's deferred W's run after their chunk's weights were freed (read from saved tensors).
     EXPECT_EQ(ranks[r].split.w_released, ranks[r].expect_w_released) << "rank " << r;
     w_released += ranks[r].split.w_released;
+    // The trainer built its schedule with the cap: never more W's pending at a Bi than it allows.
+    if (c.pipe.max_deferred_w >= 0) EXPECT_LE(ranks[r].most_deferred, c.pipe.max_deferred_w) << "rank " << r;
     for (int s = 0; s < steps; ++s) {
       EXPECT_NEAR(ranks[r].losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "rank " << r << " step " << s;
       EXPECT_NEAR(ranks[r].norms[s], ref.norms[s], 1e-5 * std::abs(ref.norms[s])) << "rank " << r << " step " << s;
@@ -182,6 +190,16 @@ std::vector<PipeCase> Cases() {
   cases.push_back(mk("zeropp_pp2_dp2_hybrid_dp", {2, 1, 2, DpMode::kDp}, "zeropp", 2, 4, 2));
   cases.push_back(mk("zeropp_pp2_dp2_hybrid_zero1", {2, 1, 2, DpMode::kZero1}, "zeropp", 2, 4, 2));
   cases.push_back(mk("zeropp_pp2_zero2_dp2_hybrid_zero1", {2, 2, 2, DpMode::kZero1}, "zeropp", 2, 4, 2));
+  // Deferral capped (PipelineOptions::max_deferred_w): no W deferred, and at most one at once.
+  for (int cap : {0, 1}) {
+    PipeCase z = mk("zeropp_v2_pp4_max_deferred_w" + std::to_string(cap), {4, 1, 1, DpMode::kDp}, "zeropp", 2, 8, 4,
+                    ModelKind::kGptDeep);
+    z.pipe.max_deferred_w = cap;
+    cases.push_back(z);
+  }
+  PipeCase zb = mk("zbh1_pp4_max_deferred_w1", {4, 1, 1, DpMode::kDp}, "zb-h1", 1, 5, 0, ModelKind::kGptDeep);
+  zb.pipe.max_deferred_w = 1;
+  cases.push_back(zb);
   return cases;
 }
 

@@ -1,6 +1,7 @@
 // planner_offload_test: offload in the planner against values computed by hand on small cases:
 // the optimizer state, the parameters (ZeRO-Infinity) and the recomputed units' saved inputs off
-// the device, their transfers and step, and plan trying offload only where nothing else fits.
+// the device, their transfers and step, and plan trying offload only where nothing else fits (and
+// a cap on deferred weight passes before it).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -183,6 +184,42 @@ TEST(Planner, OffloadIsTriedOnlyWhereNothingElseFits) {
   }
   EXPECT_TRUE(params);  // the pipelines fit only by offloading their parameters
 }
+// ZeroPP's deferred weight passes are capped only where its own schedule does not fit, and before
+// recomputing or offloading: a device one byte short of a layout's own deferral gets that layout
+// back with fewer W's deferred at once, recomputing nothing and keeping its state.
+TEST(Planner, DeferralIsCappedOnlyWhereTheScheduleDoesNotFit) {
+  PlanRequest q = SmallRequest(4);
+  q.designs = {Design::kZeroPP};
+  const PlanResult ample = Plan(q);
+  ASSERT_FALSE(ample.fitting.empty());
+  const Layout* most = nullptr;  // the layout a cap saves most on
+  double saved = 0;
+  for (const Prediction& p : ample.fitting) {
+    EXPECT_EQ(p.layout.max_deferred_w, -1) << p.layout.Name();
+    Layout none = p.layout;
+    none.max_deferred_w = 0;
+    const double d = PredictMemory(q.model, p.layout, q.hardware, q.global_batch).Total() -
+                     PredictMemory(q.model, none, q.hardware, q.global_batch).Total();
+    EXPECT_GE(d, 0) << p.layout.Name();
+    if (!p.layout.recompute && d > saved) saved = d, most = &p.layout;
+  }
+  ASSERT_NE(most, nullptr);
+  const double own = PredictMemory(q.model, *most, q.hardware, q.global_batch).Total();
+  q.hardware.memory_bytes = own - 1;
+  bool found = false;
+  for (const Prediction& p : Plan(q).fitting) {
+    Layout uncapped = p.layout;
+    uncapped.max_deferred_w = -1;
+    if (uncapped.Name() != most->Name()) continue;
+    found = true;
+    EXPECT_GE(p.layout.max_deferred_w, 0);
+    EXPECT_FALSE(p.layout.recompute);
+    EXPECT_EQ(p.layout.offload, Offload::kNone);
+    EXPECT_LE(PredictMemory(q.model, p.layout, q.hardware, q.global_batch).Total(), q.hardware.memory_bytes);
+  }
+  EXPECT_TRUE(found) << most->Name() << " capped should fit in " << own - 1 << " bytes";
+}
+
 // One device too small for a model whose parameters it would have to hold: plan offloads them too
 // (ZeRO-Infinity on one rank, whose every use stages a whole unit from the tier), and that rank,
 // alone on its node, has the node's whole host memory.

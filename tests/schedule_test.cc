@@ -3,6 +3,8 @@
 // its gather-count formula; text round-trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "scheduler/generators.h"
 #include "scheduler/validator.h"
 
@@ -202,6 +204,63 @@ TEST(ScheduleTest, InvalidShapesAreRefusedWithTheirNumbers) {
   EXPECT_EQ(msg([] { Generate("dualpipe", 2, 1, 4, 0); }),
             "schedule: got 'dualpipe', expected one of: gpipe, 1f1b, interleaved, zeropp, zb-h1, deepspeed, zero3");
   EXPECT_EQ(msg([] { OneFOneB(0, 4); }), "1f1b: pp(0) must be >= 1");
+  GenOptions cap;
+  cap.max_deferred_w = -2;
+  EXPECT_EQ(msg([&] { ZeroPP(2, 1, 4, 2, cap); }),
+            "zeropp: max_deferred_w(-2) must be >= 0, or -1 for the design's deferral");
+  EXPECT_EQ(msg([&] { ZbH1(2, 4, cap); }), "zb-h1: max_deferred_w(-2) must be >= 0, or -1 for the design's deferral");
+}
+
+// The most weight passes a rank has pending when a Bi runs (its deferred W's), over every rank.
+int MostDeferred(const Schedule& s) {
+  int most = 0;
+  for (const auto& actions : s.ranks) {
+    int pending = 0;
+    for (const Action& a : actions) {
+      if (a.kind == ActionKind::kBackwardInput) most = std::max(most, pending++);
+      if (a.kind == ActionKind::kBackwardWeight) --pending;
+    }
+  }
+  return most;
+}
+
+// GenOptions::max_deferred_w: ZeroPP and ZB-H1 defer at most the cap, still validate, run the
+// same actions, and with a cap at or above their own deferral are the schedule they were.
+// Their own: ZeroPP's rank r defers the steady pairs k <= 2r (ZEROPP.md), ZB-H1's the first r.
+TEST(ScheduleTest, DeferralCapBoundsPendingWeightPasses) {
+  auto sorted = [](const Schedule& s, int r) {
+    std::vector<std::string> out;
+    for (const Action& a : s.ranks[r]) out.push_back(a.ToString());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  int checked = 0;
+  for (int pp = 2; pp <= 6; ++pp) {
+    for (int m = pp; m <= 12; ++m) {
+      std::vector<Schedule> own = {ZbH1(pp, m)};
+      for (int v : {1, 2}) {
+        for (int u = pp; u <= m; ++u) {
+          if (m % u == 0 || m % u >= pp) own.push_back(ZeroPP(pp, v, m, u));
+        }
+      }
+      for (const Schedule& base : own) {
+        const int natural = MostDeferred(base);
+        ASSERT_LE(natural, base.name == "zb-h1" ? pp - 1 : 2 * pp - 1) << base.ToString();
+        for (int cap = 0; cap <= natural + 1; ++cap) {
+          GenOptions o;
+          o.max_deferred_w = cap;
+          const Schedule s = base.name == "zb-h1" ? ZbH1(pp, m, o) : ZeroPP(pp, base.v, m, base.u, o);
+          ASSERT_TRUE(Validate(s, P2PMode::kEager).ok) << s.ToString();
+          EXPECT_EQ(MostDeferred(s), std::min(cap, natural)) << s.ToString();
+          for (int r = 0; r < pp; ++r) ASSERT_EQ(sorted(s, r), sorted(base, r)) << "rank " << r;
+          if (cap >= natural) EXPECT_EQ(s.ToString(), base.ToString());
+          ++checked;
+        }
+      }
+    }
+  }
+  std::printf("checked %d capped schedules\n", checked);
+  EXPECT_GT(checked, 500);
 }
 
 TEST(ScheduleTest, ZeroPPGathersOncePerChunkChange) {

@@ -37,6 +37,9 @@ TEST(TrainConfigTest, FlagsAndJsonWithOverrides) {
   EXPECT_EQ(c.trainer.layout.zero, 2);
   EXPECT_EQ(c.trainer.engine.host_threads, 0);  // train resolves it (the cores over the local ranks on a GPU)
   EXPECT_EQ(TrainConfig::Parse({"--host-threads", "12"}).trainer.engine.host_threads, 12);
+  EXPECT_EQ(TrainConfig::Parse({}).trainer.pipeline.max_deferred_w, -1);
+  EXPECT_EQ(TrainConfig::Parse({"--max-deferred-w", "0"}).trainer.pipeline.max_deferred_w, 0);
+  EXPECT_NE(ErrorOf({"--max-deferred-w", "-1"}).find("max-deferred-w"), std::string::npos);
 }
 
 // The host-memory estimate counts what lives on the host: on a CPU the whole training state and

@@ -89,6 +89,23 @@ TEST(TrainerOptionsTest, EngineOptionsUnderPipelinesAreRefusedWithTheReason) {
   EXPECT_EQ(Resolve(flat, 1), "schedule(gpipe) needs pp > 1 (pp = 1 runs the zero3 schedule); chunks(2) needs pp > 1");
 }
 
+// The cap on deferred weight passes belongs to the schedules that defer them (zeropp, zb-h1).
+TEST(TrainerOptionsTest, DeferralCapNeedsAScheduleThatDefers) {
+  auto with = [](int pp, PipelineSchedule s, int cap) {
+    TrainerOptions o;
+    o.layout.pp = pp;
+    o.pipeline.schedule = s;
+    o.pipeline.max_deferred_w = cap;
+    return Resolve(o, pp);
+  };
+  EXPECT_EQ(with(2, PipelineSchedule::kZeroPP, 0), "");
+  EXPECT_EQ(with(2, PipelineSchedule::kZbH1, 3), "");
+  EXPECT_EQ(with(2, PipelineSchedule::kAuto, 1), "");  // auto under pp > 1 is zeropp
+  EXPECT_EQ(with(2, PipelineSchedule::kOneFOneB, 1), "max_deferred_w(1) needs schedule zeropp or zb-h1, got 1f1b");
+  EXPECT_EQ(with(2, PipelineSchedule::kZeroPP, -2), "max_deferred_w(-2) must be >= 0, or -1 for the schedule's own");
+  EXPECT_EQ(with(1, PipelineSchedule::kAuto, 0), "max_deferred_w(0) needs pp > 1 and schedule zeropp or zb-h1");
+}
+
 TEST(TrainerOptionsTest, NonFiniteAndOutOfRangeValuesNameTheField) {
   TrainerOptions o;
   o.engine.adamw.lr = std::numeric_limits<float>::infinity();

@@ -39,6 +39,7 @@ constexpr const char* kUsage = R"(usage:
         the per-rank memory of one layout
 LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb-h1|deepspeed|zeropp|zero3]
   --tp --pp --dp --zero --v --u --micro-batch [--prefetch N] [--recompute]
+  [--max-deferred-w N: ZeroPP, zb-h1: at most N weight passes deferred at once per rank]
   pipelines: [--stage-layers 5,6,...,5: each chunk's layers when not split evenly]
   ZeRO designs: [--offload cpu|nvme] [--offload-params cpu|nvme] [--offload-activations cpu|nvme]
   [--reduce-fp32: gradients reduced in fp32, as FSDP's reduce_dtype=float32]
@@ -101,7 +102,7 @@ Flags Parse(int argc, char** argv) {
          {"design", "zeropp"}, {"schedule", ""}, {"devices-per-node", "0"}, {"offload", "none"}, {"tp", "1"},
          {"pp", "1"}, {"dp", "1"}, {"zero", "1"}, {"v", "1"}, {"u", "0"}, {"micro-batch", "1"}, {"trace", ""},
          {"prefetch", "1"}, {"offload-params", "none"}, {"offload-activations", "none"}, {"stage-layers", ""},
-         {"grad-accumulation", "fused"}};
+         {"grad-accumulation", "fused"}, {"max-deferred-w", ""}};
   for (const auto& b : kBool) f.v[b] = "0";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -375,6 +376,7 @@ Layout LayoutFrom(const Flags& f, const PlanRequest& q) {
   l.zero1 = f.Has("zero1");
   l.dp_outer = f.Has("dp-outer");
   l.recompute = f.Has("recompute");
+  if (f.Has("max-deferred-w")) l.max_deferred_w = static_cast<int>(f.Int("max-deferred-w", 0, 1 << 20));
   l.reduce_fp32 = f.Has("reduce-fp32");
   if (!ParseGradAccumulation(f.Str("grad-accumulation"), &l.grad_accumulation)) {
     throw std::invalid_argument("--grad-accumulation: got '" + f.Str("grad-accumulation") +
@@ -500,7 +502,7 @@ int main(int argc, char** argv) {
       // These describe one layout; plan and --sweep enumerate every layout, so they would be ignored.
       for (const char* k : {"design", "schedule", "tp", "pp", "dp", "zero", "v", "u", "micro-batch", "prefetch", "sp",
                             "zero1", "dp-outer", "recompute", "reduce-fp32", "offload", "offload-params",
-                            "offload-activations", "stage-layers", "grad-accumulation"}) {
+                            "offload-activations", "stage-layers", "grad-accumulation", "max-deferred-w"}) {
         if (f.Has(k)) {
           throw std::invalid_argument(absl::StrCat("--", k, ": sets one layout, for --predict or --estimate-memory; "
                                                    "plan enumerates every layout (--designs picks designs)"));

@@ -142,6 +142,7 @@ TrainConfig TrainConfig::Parse(const std::vector<std::string>& args, std::vector
       {"unit-size", {false, [&](const std::string& v) { pl.unit_size = i32("unit-size", v, 1); }}},
       {"pipeline-recompute", {false, [&](const std::string& v) { pl.recompute = ParsePipelineRecompute("pipeline-recompute", v); }}},
       {"partition", {false, [&](const std::string& v) { pl.partition = ParseStagePartition("partition", v); }}},
+      {"max-deferred-w", {false, [&](const std::string& v) { pl.max_deferred_w = i32("max-deferred-w", v, 0); }}},
       {"split-backward", {true, [&](const std::string& v) { pl.split_backward = boolean("split-backward", v); }}},
       {"offload-optimizer", {false, [&](const std::string& v) { e.offload.optimizer = tier("offload-optimizer", v); }}},
       {"offload-params", {false, [&](const std::string& v) { e.offload.params = tier("offload-params", v); }}},

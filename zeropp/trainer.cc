@@ -74,6 +74,7 @@ LayoutPlan PlanLayout(const std::shared_ptr<torch::nn::Module>& model, const Tra
     case PipelineRecompute::kAllButLast: go.recompute = scheduler::RecomputePolicy::kAllButLast; break;
     case PipelineRecompute::kAll: go.recompute = scheduler::RecomputePolicy::kAll; break;
   }
+  go.max_deferred_w = po.max_deferred_w;
   const bool zeropp = po.schedule == PipelineSchedule::kZeroPP;
   plan.schedule = scheduler::Generate(Name(po.schedule), pp, po.chunks, m,
                                       zeropp ? (po.unit_size > 0 ? po.unit_size : m) : 0, go);

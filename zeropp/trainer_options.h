@@ -43,6 +43,10 @@ struct PipelineOptions {
   StagePartition partition = StagePartition::kParameters;
   // false: the backward is not split into input and weight passes (an ablation).
   bool split_backward = true;
+  // zeropp and zb-h1: at most this many weight-gradient passes deferred at once per rank; -1: as
+  // the schedule defers them (scheduler::GenOptions::max_deferred_w). Each deferred pass keeps its
+  // chunk's weight-pass inputs and output gradients: 0 runs every W right after its Bi.
+  int max_deferred_w = -1;
   // Sample the heap after every action (benchmarks; costs a mallinfo2 call per action).
   bool measure_heap = false;
 };

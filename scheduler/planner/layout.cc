@@ -70,6 +70,7 @@ std::string Layout::Name() const {
   if (design == Design::kZero3 && prefetch != 1) absl::StrAppend(&n, "_pf", prefetch);
   if (zero1 && dp > 1) absl::StrAppend(&n, "_zero1");
   if (recompute) absl::StrAppend(&n, "_rc");
+  if (max_deferred_w >= 0) absl::StrAppend(&n, "_wd", max_deferred_w);
   if (reduce_fp32) absl::StrAppend(&n, "_rf32");
   if (grad_accumulation == GradAccumulation::kAutograd) absl::StrAppend(&n, "_gaut");
   if (grad_accumulation == GradAccumulation::kFp32Add) absl::StrAppend(&n, "_gf32");
@@ -141,6 +142,11 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
   }
   if (zero1_allreduce && (design != Design::k3D || !zero1)) {
     return "zero1_allreduce is a 3D option of the distributed optimizer: it needs zero1";
+  }
+  const bool defers = design == Design::kZeroPP || (design != Design::kZero3 && schedule == "zb-h1");
+  if (max_deferred_w < -1 || (max_deferred_w >= 0 && !defers)) {
+    return absl::StrCat("max_deferred_w(", max_deferred_w,
+                        "): a cap on deferred weight passes, >= 0 (or -1: none), for ZeroPP or a zb-h1 pipeline");
   }
   if (dp_outer && design != Design::k3D) {
     return "dp_outer is a 3D rank order (ZeroPP, FSDP-in-pipeline and ZeRO-3 always put dp outermost)";
@@ -244,6 +250,7 @@ scheduler::Schedule BuildSchedule(const Layout& l, int m, const ModelShape& shap
   GenOptions o;
   o.recompute = l.recompute ? (l.design == Design::kZeroPP ? RecomputePolicy::kDefault : RecomputePolicy::kAll)
                             : RecomputePolicy::kNone;
+  o.max_deferred_w = l.max_deferred_w;
   if (l.design == Design::kZero3) {
     Zero3Plan p;
     p.units = shape.layers + 3;  // ChunkShapes' units

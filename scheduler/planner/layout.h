@@ -45,6 +45,9 @@ struct Layout {
   // dp outermost (zeropp's engine, which also runs 3D layouts without tp that way).
   bool dp_outer = false;
   bool recompute = false;  // full activation recomputation (ZeroPP: every chunk but the last)
+  // ZeroPP and ZB-H1: at most this many weight-gradient passes deferred at once per rank; -1: as
+  // the schedule defers them (zeropp's PipelineOptions::max_deferred_w, train --max-deferred-w).
+  int max_deferred_w = -1;
   // ZeRO designs: gradients reduced in fp32 while parameters are gathered in the compute dtype
   // (FSDP's MixedPrecisionPolicy(reduce_dtype=float32), torchtitan's default); false: reduced in
   // the compute dtype, as zeropp's engine does. 3D reduces its fp32 main gradients regardless.

@@ -142,7 +142,9 @@ PlanResult Plan(const PlanRequest& q) {
     Outcome& out = outcomes[i];
     Layout l = layouts[i];
     // The first way that fits, in this order (each moves more off the device, and as a rule costs
-    // more): as it is, then recomputing, then offloading (ZeRO designs) the optimizer state to host
+    // more): as it is, then (schedules that defer weight passes, ZeroPP and FSDP-in-pipeline's ZB-H1)
+    // fewer of them deferred at once, then recomputing, then recomputing with fewer deferred, then
+    // offloading (ZeRO designs) the optimizer state to host
     // memory and then to NVMe, each without and with recomputation; then (ZeRO-3, recomputing) the
     // recomputed units' saved inputs with it; then the parameters too (ZeRO-Infinity: each use
     // stages the rank's shard, or on one rank the whole unit, from the tier), and at last (ZeRO-3)
@@ -150,9 +152,24 @@ PlanResult Plan(const PlanRequest& q) {
     struct Try {
       Offload optimizer, params, activations;
       bool recompute;
+      int max_deferred_w = -1;
     };
     constexpr Offload kN = Offload::kNone, kC = Offload::kCpu, kV = Offload::kNvme;
-    std::vector<Try> tries = {{kN, kN, kN, false}, {kN, kN, kN, true}};
+    std::vector<Try> tries = {{kN, kN, kN, false}};
+    // A deferred W keeps its chunk's weight-pass inputs and output gradients: at long sequences
+    // they outweigh the stashed activations. Caps halve from the schedule's own deferral (ZeroPP:
+    // up to 2pp - 1 a rank, ZEROPP.md; ZB-H1: pp - 1) down to none.
+    std::vector<int> caps;
+    const bool defers = l.design == Design::kZeroPP || (l.design == Design::kPipeFsdp && l.schedule == "zb-h1");
+    if (defers) {
+      for (int c = (l.design == Design::kZeroPP ? 2 * l.pp - 1 : l.pp - 1) / 2;; c /= 2) {
+        caps.push_back(c);
+        if (c == 0) break;
+      }
+    }
+    for (int c : caps) tries.push_back({kN, kN, kN, false, c});
+    tries.push_back({kN, kN, kN, true});
+    for (int c : caps) tries.push_back({kN, kN, kN, true, c});
     if (l.design != Design::k3D && q.offload) {
       const bool zero3 = l.design == Design::kZero3;
       tries.insert(tries.end(), {{kC, kN, kN, false}, {kC, kN, kN, true}, {kV, kN, kN, false}, {kV, kN, kN, true}});
@@ -165,6 +182,7 @@ PlanResult Plan(const PlanRequest& q) {
       l.params_offload = t.params;
       l.activations_offload = t.activations;
       l.recompute = t.recompute;
+      l.max_deferred_w = t.max_deferred_w;
       MemoryBreakdown mem;
       try {
         mem = PredictMemory(q.model, l, q.hardware, q.global_batch);
