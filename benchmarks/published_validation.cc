@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
         m.swiglu = mj.value("swiglu", false);  // true: a Llama block (SwiGLU, RMSNorm, no biases, RoPE)
         m.flash_attention = mj.value("flash_attention", false);
         m.selective_recompute = mj.value("selective_recompute", false);
+        m.dropout = mj.value("dropout", false);  // the blocks' dropout (memory only)
         // Which flash kernel: flash-v2 (FlashAttention 2 or later, the default) or flash-v1
         // (FlashAttention 1 or its Triton port: the hardware's attention_efficiency_flash_v1).
         const std::string kernel = mj.value("attention_kernel", std::string("flash-v2"));

@@ -81,6 +81,10 @@ TEST(HfConfig, Gpt2CountsAsPublished) {
   EXPECT_TRUE(m.tied_embedding);
   EXPECT_FALSE(m.swiglu);
   EXPECT_DOUBLE_EQ(m.Parameters(), 124439808);
+  EXPECT_TRUE(m.dropout);  // resid_pdrop and attn_pdrop absent: GPT2Config's 0.1
+  const std::string off = Edit(Edit(kGpt2, "\"n_ctx\"", "\"resid_pdrop\": 0.0, \"n_ctx\""), "\"n_ctx\"",
+                               "\"attn_pdrop\": 0.0, \"n_ctx\"");
+  EXPECT_FALSE(ModelFromHfConfig(Write("gpt2-nodropout", off)).dropout);
 }
 
 TEST(HfConfig, LlamaMatchesItsPresetAndPublishedCount) {
@@ -96,6 +100,8 @@ TEST(HfConfig, LlamaMatchesItsPresetAndPublishedCount) {
   EXPECT_EQ(m.seq, p.seq);
   EXPECT_EQ(m.swiglu, p.swiglu);
   EXPECT_EQ(m.tied_embedding, p.tied_embedding);
+  EXPECT_FALSE(m.dropout);
+  EXPECT_FALSE(p.dropout);
   EXPECT_DOUBLE_EQ(m.Parameters(), 6738415616);
   EXPECT_DOUBLE_EQ(p.Parameters(), 6738415616);
   // The file itself, not only its directory; a sequence given overrides max_position_embeddings.
@@ -180,6 +186,8 @@ TEST(HfConfig, RefusesWhatItCannotPriceInOneLine) {
                             "max_position_embeddings': got nothing (missing), expected a whole number > 0 (or "
                             "give --seq)");
   EXPECT_EQ(ModelFromHfConfig(d, 4096).seq, 4096);
+  d = Write("dropout", Edit(kLlama3, "\"hidden_act\"", "\"attention_dropout\": 1.5, \"hidden_act\""));
+  EXPECT_EQ(Refusal(d), "--model " + d + f + "attention_dropout': got 1.5, expected a number in [0, 1)");
   d = Write("tied", Edit(kLlama3, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": 1"));
   EXPECT_EQ(Refusal(d), "--model " + d + f + "tie_word_embeddings': got 1, expected true or false");
   d = Write("kv", Edit(kLlama3, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 5"));

@@ -437,6 +437,16 @@ TEST(MemoryModel, ActivationAndStateFormulas) {
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * (10 + 24.0 / 2) + 5.0 * 4 * 32 * 32 * 2 / 2);
   l.sequence_parallel = true;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, l, 2), 32.0 * 2 * 64 * 34 / 2 + 5.0 * 4 * 32 * 32 * 2 / 2);
+  // Without dropout: no hidden dropout masks (2 sbh, sequence-parallel) and a dense core keeps only
+  // the softmax output (2 as^2 b): 32 sbh + 2 as^2 b; flash attention keeps no s^2 at all.
+  ModelShape n = m;
+  n.dropout = false;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(n, l, 2), 32.0 * 2 * 64 * 32 / 2 + 2.0 * 4 * 32 * 32 * 2 / 2);
+  l.sequence_parallel = false, l.tp = 1;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(n, l, 2), 32.0 * 2 * 64 * 32 + 2.0 * 4 * 32 * 32 * 2);
+  n.flash_attention = true;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(n, l, 4), 32.0 * 2 * 64 * 32 * 2);
+  l.tp = 2, l.sequence_parallel = true;
   // A deferred W's hold per layer: the linears' inputs and output gradients, 8h + 2 ffn values a
   // token for a GeLU MLP (qkv h + 3h, proj h + h, fc h + ffn, fc_out ffn + h), / t.
   l.sequence_parallel = false;

@@ -48,7 +48,8 @@ LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb
 Model: --model PRESET, or --model PATH (a Hugging Face config.json, or its directory: model_type
   llama, mistral, qwen2 or gpt2; the sequence is its max_position_embeddings unless --seq), or --hidden
   --layers --heads --vocab --seq [--kv-heads --ffn --swiglu --no-flash --flash-v1 (FlashAttention
-  1's kernels)]; flags after --model override the preset.
+  1's kernels) --dropout|--no-dropout (its masks stashed: gpt3 presets and configs with dropout
+  have it, Llama presets and shapes given by number do not)]; flags after --model override the preset.
   --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
   one run's inter-node link: --inter-gbps --inter-latency-us [--inter-wire-latency-us: wire-bound,
@@ -90,7 +91,7 @@ struct Flags {
 
 const std::set<std::string> kBool = {"sweep",   "sp",      "zero1",           "dp-outer", "recompute", "reduce-fp32",
                                      "swiglu",  "predict", "estimate-memory", "no-flash", "no-offload",
-                                     "flash-v1"};
+                                     "flash-v1", "dropout", "no-dropout"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;
@@ -176,6 +177,9 @@ ModelShape ModelFrom(const Flags& f) {
   if (f.Has("seq")) m.seq = static_cast<int>(f.Int("seq", 1, 1 << 22));
   if (f.Has("swiglu")) m.swiglu = true;
   if (f.Has("no-flash")) m.flash_attention = false;
+  if (f.Has("dropout") && f.Has("no-dropout")) throw std::invalid_argument("--dropout and --no-dropout: give one");
+  if (f.Has("dropout")) m.dropout = true;
+  if (f.Has("no-dropout")) m.dropout = false;
   if (f.Has("flash-v1")) m.flash_v1 = true;
   const std::string bad = m.Validate();
   if (!bad.empty()) throw std::invalid_argument(bad);

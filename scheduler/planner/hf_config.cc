@@ -44,6 +44,13 @@ class Config {
     if (!root_[field].is_boolean()) Fail(field, root_[field].dump(), "true or false");
     return root_[field].get<bool>();
   }
+  // A dropout probability in [0, 1); `fallback` where the field is absent or null.
+  double Probability(const std::string& field, double fallback) const {
+    if (!Present(field)) return fallback;
+    const json& v = root_[field];
+    if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() < 1)) Fail(field, v.dump(), "a number in [0, 1)");
+    return v.get<double>();
+  }
   std::string Text(const std::string& field) const {
     if (!Present(field)) Fail(field, "nothing (missing)", kTypes);
     if (!root_[field].is_string()) Fail(field, root_[field].dump(), absl::StrCat("a string: ", kTypes));
@@ -79,6 +86,7 @@ ModelShape Llama(const Config& c, const std::string& type) {
   m.vocab = c.Count("vocab_size");
   m.swiglu = true;
   m.tied_embedding = c.Flag("tie_word_embeddings", false);
+  m.dropout = c.Probability("attention_dropout", 0.0) > 0;  // the family's only dropout
   if (type == "qwen2") {
     m.qkv_bias = true;
   } else {
@@ -105,6 +113,8 @@ ModelShape Gpt2(const Config& c) {
   m.ffn = c.Count("n_inner", 4 * m.hidden);  // null in GPT-2's configs: 4 x n_embd
   m.vocab = c.Count("vocab_size");
   m.tied_embedding = c.Flag("tie_word_embeddings", true);
+  // transformers' GPT2Config defaults: 0.1 each.
+  m.dropout = c.Probability("resid_pdrop", 0.1) > 0 || c.Probability("attn_pdrop", 0.1) > 0;
   return m;
 }
 

@@ -26,8 +26,13 @@ std::string MemoryBreakdown::ToString() const {
 double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_bytes) {
   const double t = l.tp, sbh = static_cast<double>(m.seq) * l.micro_batch * m.hidden;
   const double split = 8 + (m.swiglu ? 6.0 : 4.0) * m.ffn / m.hidden;
-  double bytes = sbh * (10.0 / (l.sequence_parallel ? t : 1.0) + split / t);
-  if (!m.flash_attention && !m.selective_recompute) bytes += 5.0 * m.heads * m.seq * static_cast<double>(m.seq) * l.micro_batch / t;
+  // Korthikanti et al. (2022), in 2-byte values: per layer 34 sbh + 5 as^2 b with dropout, of which
+  // the two hidden dropouts' masks are 2 sbh, and the attention dropout's mask (1) and output (2)
+  // are 3 as^2 b beside the softmax output (2). Without dropout: 32 sbh + 2 as^2 b.
+  const double unsplit = m.dropout ? 10.0 : 8.0;
+  double bytes = sbh * (unsplit / (l.sequence_parallel ? t : 1.0) + split / t);
+  const double scores = m.dropout ? 5.0 : 2.0;
+  if (!m.flash_attention && !m.selective_recompute) bytes += scores * m.heads * m.seq * static_cast<double>(m.seq) * l.micro_batch / t;
   return bytes * value_bytes / 2.0;
 }
 

@@ -26,6 +26,7 @@ ModelShape Decoder(const std::string& name, int h, int l, int a, int kv, int ffn
 ModelShape Gpt(const std::string& name, int h, int l, int a, int vocab, int seq) {
   ModelShape m = Decoder(name, h, l, a, a, 4 * h, vocab, seq);
   m.tied_embedding = true;
+  m.dropout = true;  // Megatron-LM's GPT defaults: hidden and attention dropout 0.1
   return m;
 }
 

@@ -36,6 +36,11 @@ struct ModelShape {
   // Dense attention (flash_attention false) whose core is recomputed in backward instead of
   // stashed (Megatron's selective recomputation): no s^2 activations, one more core forward.
   bool selective_recompute = false;
+  // Dropout in the blocks (Megatron's GPT: 0.1 on the attention probabilities and after the
+  // attention and MLP outputs): its masks are stashed, and a dense attention core keeps the
+  // dropped-out probabilities beside the softmax output. Llama-family and zeropp's own models
+  // train without any (memory only: the cost model's element-wise passes are calibrated).
+  bool dropout = false;
   int head_dim() const { return hidden / heads; }
   double LayerParameters() const;   // attention + MLP + norms
   double LayerMatmulWeights() const;  // its weight matrices: what the weight-gradient GEMMs write
