@@ -34,7 +34,8 @@ for cap in own 1 0; do
   tensor="$(grep -oP 'peak_tensor_mb=\K[0-9.]+' <<<"$out" || true)"
   tps="$(grep -oP 'BENCH .*tokens_per_s=\K[0-9.]+' <<<"$out" || true)"
   loss="$(grep -oP 'DONE .*last_loss=\K[0-9.]+' <<<"$out" | head -1 || true)"
-  [[ -n "$tensor" && -n "$tps" && -n "$loss" ]] || { echo "deferred-w: cap $cap: no BENCH/DONE line:"; tail -5 <<<"$out"; exit 1; }
+  [[ -n "$tensor" && -n "$tps" && -n "$loss" ]] ||
+    { echo "deferred-w: cap $cap: no BENCH/DONE line:"; tail -5 <<<"$out"; exit 1; }
   pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --hidden 256 --layers 8 --heads 4 --vocab 256 --seq 512 \
     --no-flash --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 \
     --micro-batch 2 --recompute "${flag[@]}" | grep '^PREDICT ')"
@@ -54,4 +55,5 @@ for cap in 1 0; do
   echo "RESULT deferred-w memory_saved_cap$cap=$psaved MB reference=$saved ratio=$ratio target=0.9-1.1 $verdict"
 done
 same=$([[ "${LOSS[own]}" == "${LOSS[1]}" && "${LOSS[own]}" == "${LOSS[0]}" ]] && echo 1 || echo 0)
-echo "RESULT deferred-w same_last_loss=$same reference=1 ratio=$same target=1 $([[ $same == 1 ]] && echo MET || echo MISSED)"
+verdict=$([[ $same == 1 ]] && echo MET || echo MISSED)
+echo "RESULT deferred-w same_last_loss=$same reference=1 ratio=$same target=1 $verdict"

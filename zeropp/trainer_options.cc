@@ -102,7 +102,8 @@ std::string TrainerOptions::Resolve(int world_size) {
   if (pipeline.chunks < 1) p.push_back(absl::StrCat("chunks(", pipeline.chunks, ") must be >= 1"));
   if (pipeline.unit_size < 0) p.push_back(absl::StrCat("unit_size(", pipeline.unit_size, ") must be >= 0"));
   if (pipeline.max_deferred_w < -1) {
-    p.push_back(absl::StrCat("max_deferred_w(", pipeline.max_deferred_w, ") must be >= 0, or -1 for the schedule's own"));
+    p.push_back(
+        absl::StrCat("max_deferred_w(", pipeline.max_deferred_w, ") must be >= 0, or -1 for the schedule's own"));
   }
   if (!pipelined) {
     // pp = 1 runs the zero3 schedule: pipeline settings would be ignored, so they are refused.
@@ -112,7 +113,8 @@ std::string TrainerOptions::Resolve(int world_size) {
     if (pipeline.chunks != 1) p.push_back(absl::StrCat("chunks(", pipeline.chunks, ") needs pp > 1"));
     if (pipeline.unit_size != 0) p.push_back(absl::StrCat("unit_size(", pipeline.unit_size, ") needs pp > 1 and schedule zeropp"));
     if (pipeline.max_deferred_w >= 0) {
-      p.push_back(absl::StrCat("max_deferred_w(", pipeline.max_deferred_w, ") needs pp > 1 and schedule zeropp or zb-h1"));
+      p.push_back(
+          absl::StrCat("max_deferred_w(", pipeline.max_deferred_w, ") needs pp > 1 and schedule zeropp or zb-h1"));
     }
     if (pipeline.recompute != PipelineRecompute::kDefault) {
       p.push_back(absl::StrCat("pipeline_recompute(", Name(pipeline.recompute), ") needs pp > 1; with pp = 1 use recompute"));

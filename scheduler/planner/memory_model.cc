@@ -32,7 +32,9 @@ double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_byte
   const double unsplit = m.dropout ? 10.0 : 8.0;
   double bytes = sbh * (unsplit / (l.sequence_parallel ? t : 1.0) + split / t);
   const double scores = m.dropout ? 5.0 : 2.0;
-  if (!m.flash_attention && !m.selective_recompute) bytes += scores * m.heads * m.seq * static_cast<double>(m.seq) * l.micro_batch / t;
+  if (!m.flash_attention && !m.selective_recompute) {
+    bytes += scores * m.heads * m.seq * static_cast<double>(m.seq) * l.micro_batch / t;
+  }
   return bytes * value_bytes / 2.0;
 }
 
