@@ -10,7 +10,8 @@
 # Then plan's refusals: zero GPUs, a model that fits nowhere (it names the smallest memory any
 # layout needs), a global batch no layout can split, a layout's flag given to plan itself; and
 # `--predict --trace`: the simulated step as Chrome trace JSON, one track per pipeline rank, its last
-# event ending at the predicted step time; `--model PATH`: a Hugging Face config.json.
+# event ending at the predicted step time; `--model PATH`: a Hugging Face config.json. ZeroPP with
+# its weight passes' deferral capped: the peak tensor bytes measured and predicted.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -113,6 +114,31 @@ sys.exit(0 if n > 0 and close(n, pn, 0.06) and close(e - n, p, 0.11) else 1)" "$
 check_nvme zero3_z4_offload_params_nvme "--pp 1 --zero 4 --offload-params nvme --offload-optimizer nvme --host-budget-mb 64" \
   "--design zero3 --zero 4 --offload-params nvme"
 check_nvme zero3_z4_offload_optimizer_nvme "--pp 1 --zero 4 --offload-optimizer nvme --host-budget-mb 64" "--design zero3 --zero 4 --offload nvme"
+
+# ZeroPP's deferred weight passes capped (train --max-deferred-w): the most bytes the engine's tensors
+# held at once (train's peak_tensor_mb, max over ranks) against plan's prediction for the same
+# layout, less its reserved part, within 10%, with the schedule's own deferral and with none; and
+# the cap saves memory in both.
+peak_pair() {  # peak_pair CAP_FLAGS: "MEASURED PREDICTED" in MB
+  local out measured line
+  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" --pp 2 --zero 2 --schedule zeropp --chunks 1 \
+    --microbatches 8 --unit-size 8 --micro-batch 2 --width 128 --depth 4 --heads 4 --context 256 --steps 2 \
+    --bench-warmup 1 --log-every 100 $1 2>&1)"
+  measured="$(grep -oP '(?<=peak_tensor_mb=)[0-9.]+' <<<"$out" | head -1)"
+  line="$("$PLAN" --predict --hardware "$HW" --hidden 128 --layers 4 --heads 4 --vocab 256 --seq 256 --no-flash \
+    --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 --recompute $1)"
+  python3 -c "import re, sys; f = dict(re.findall(r'(\w+)=([0-9.]+)', sys.argv[1]))
+print(sys.argv[2], round(float(f['mem_mb']) - float(f['reserved_mb']), 2))" "$line" "${measured:-nan}"
+}
+read -r own_m own_p < <(peak_pair "")
+read -r none_m none_p < <(peak_pair "--max-deferred-w 0")
+if python3 -c "import sys; om, op, nm, np_ = map(float, sys.argv[1:])
+ok = lambda m, p: abs(p - m) <= 0.1 * m
+sys.exit(0 if ok(om, op) and ok(nm, np_) and nm < om and np_ < op else 1)" "$own_m" "$own_p" "$none_m" "$none_p"; then
+  pass "zeropp deferral capped: peak tensors $own_m -> $none_m MB measured, $own_p -> $none_p MB predicted"
+else
+  fail "zeropp deferral capped: peak tensors $own_m -> $none_m MB measured, $own_p -> $none_p MB predicted"
+fi
 
 refused "zero GPUs refused" "plan: --gpus: got 0, expected a whole number >= 1" --gpus 0 --hardware "$HW"
 refused "a negative GPU count refused as zero is" "plan: --gpus: got -3, expected a whole number >= 1" \
