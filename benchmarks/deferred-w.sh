@@ -12,15 +12,9 @@
 # (target 0.9-1.1), and whether every run ended on the same loss.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HW=scheduler/planner/hardware/cpu-local.json
 ARGS="$*"
-while (($#)); do
-  case "$1" in
-    --hardware) HW="${2:-}"; shift 2 || shift ;;
-    *) echo "deferred-w: unknown option '$1' (expected --hardware FILE)" >&2; exit 2 ;;
-  esac
-done
-[[ -f "$HW" ]] || { echo "deferred-w: --hardware: no file '$HW'" >&2; exit 2; }
+source benchmarks/hardware_option.bash
+hardware_option deferred-w "$@"
 bazel build //tools:launcher //tools:plan //tools:train
 echo "# command: ./zpp bench deferred-w $ARGS  ($(date -u +%Y-%m-%d)); hardware description $HW"
 printf '%-5s %11s %11s %9s %10s %10s %9s  %s\n' cap tensor_MB pred_MB pred/meas step_s pred_s pred/meas last_loss

@@ -10,15 +10,9 @@
 # RESULT lines: per micro-batch size, predicted over measured wait (target 0.9-1.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HW=scheduler/planner/hardware/cpu-local.json
 ARGS="$*"
-while (($#)); do
-  case "$1" in
-    --hardware) HW="${2:-}"; shift 2 || shift ;;
-    *) echo "tp-wait-alone: unknown option '$1' (expected --hardware FILE)" >&2; exit 2 ;;
-  esac
-done
-[[ -f "$HW" ]] || { echo "tp-wait-alone: --hardware: no file '$HW'" >&2; exit 2; }
+source benchmarks/hardware_option.bash
+hardware_option tp-wait-alone "$@"
 bazel build //tools:launcher //tools:plan //benchmarks/baseline_3d:train_3d
 echo "# command: ./zpp bench tp-wait-alone $ARGS  ($(date -u +%Y-%m-%d)); hardware description $HW"
 printf '%-6s %12s %12s %9s %12s %12s\n' micro measured_s predicted_s pred/meas step_meas_s step_pred_s
