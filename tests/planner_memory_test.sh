@@ -126,7 +126,8 @@ peak_pair() {  # peak_pair CAP_FLAGS: "MEASURED PREDICTED" in MB
     --bench-warmup 1 --log-every 100 $1 2>&1)"
   measured="$(grep -oP '(?<=peak_tensor_mb=)[0-9.]+' <<<"$out" | head -1)"
   line="$("$PLAN" --predict --hardware "$HW" --hidden 128 --layers 4 --heads 4 --vocab 256 --seq 256 --no-flash \
-    --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 --recompute $1)"
+    --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 \
+    --recompute $1)"
   python3 -c "import re, sys; f = dict(re.findall(r'(\w+)=([0-9.]+)', sys.argv[1]))
 print(sys.argv[2], round(float(f['mem_mb']) - float(f['reserved_mb']), 2))" "$line" "${measured:-nan}"
 }
