@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "scheduler/planner/hf_config.h"
 #include "scheduler/planner/planner.h"
+#include "scheduler/planner/train_flags.h"
 #include "zeropp/cli/run_checks.h"
 
 namespace {
@@ -151,6 +152,31 @@ void CheckOutputPath(const Flags& f, const char* flag) {
     throw std::invalid_argument(absl::StrCat("--", flag, ": got '", path, "', a directory; expected a file name"));
   }
   zeropp::cli::CheckWritable(absl::StrCat("--", flag), path);  // the directory (or the file) writable
+}
+
+// The command that trains the best ranked layout zeropp's engine runs (train_flags.h), and why the
+// ones above it do not run there.
+void PrintRun(const PlanRequest& q, const PlanResult& r) {
+  std::string why;
+  for (const Prediction& p : r.fitting) {
+    std::string reason;
+    const std::string flags = TrainFlags(q.model, p.layout, q.global_batch, q.hardware, &reason);
+    if (flags.empty()) {
+      if (why.empty()) why = absl::StrCat(p.layout.Name(), ": ", reason);
+      continue;
+    }
+    if (&p != &r.fitting[0]) std::printf("not on zeropp's engine: %s\n", why.c_str());
+    const int g = std::max(1, std::min(q.hardware.devices_per_node, q.devices)), nodes = q.devices / g;
+    if (nodes <= 1) {
+      std::printf("run %s: ./zpp train --nproc %d %s\n", p.layout.Name().c_str(), g, flags.c_str());
+    } else {
+      std::printf("run %s on each of the %d nodes: ./zpp run --nproc-per-node %d --nnodes %d --node-rank <0..%d> "
+                  "--master-addr <node 0> -- bazel-bin/tools/train %s\n",
+                  p.layout.Name().c_str(), nodes, g, nodes, nodes - 1, flags.c_str());
+    }
+    return;
+  }
+  std::printf("no ranked layout runs on zeropp's engine (%s)\n", why.c_str());
 }
 
 ModelShape ModelFrom(const Flags& f) {
@@ -305,6 +331,7 @@ int RunPlan(const Flags& f) {
     std::printf("best ZeroPP / best 3D tokens/s: %.3f (ZeroPP's 2*s*U*b/(9*h) = %.2f; > 1 is the paper's condition)\n",
                 zpp->tokens_per_s / d3->tokens_per_s, 2.0 * q.model.seq * l.u * l.micro_batch / (9.0 * q.model.hidden));
   }
+  PrintRun(q, r);
   const std::string csv = CsvPath(f);
   if (!csv.empty()) {
     std::ofstream out(csv);
