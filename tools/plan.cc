@@ -169,6 +169,11 @@ void PrintRun(const PlanRequest& q, const PlanResult& r) {
     const int g = std::max(1, std::min(q.hardware.devices_per_node, q.devices)), nodes = q.devices / g;
     if (nodes <= 1) {
       std::printf("run %s: ./zpp train --nproc %d %s\n", p.layout.Name().c_str(), g, flags.c_str());
+    } else if (nodes == 2 && q.hardware.shared_compute_units > 0) {
+      // A CPU box described as two nodes: the two network namespaces its calibration measured.
+      std::printf("run %s on this box's two network namespaces: tools/two_nodes.sh --nproc-per-node %d -- "
+                  "bazel-bin/tools/train %s\n",
+                  p.layout.Name().c_str(), g, flags.c_str());
     } else {
       std::printf("run %s on each of the %d nodes: ./zpp run --nproc-per-node %d --nnodes %d --node-rank <0..%d> "
                   "--master-addr <node 0> -- bazel-bin/tools/train %s\n",
