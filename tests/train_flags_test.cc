@@ -24,10 +24,6 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-Hardware Described(const std::string& name) {
-  return LoadHardware(std::string("scheduler/planner/hardware/") + name + ".json");
-}
-
 struct Seen {
   std::set<std::string> reasons;  // why the layouts zeropp's engine does not run are not
   int runnable = 0, capped = 0, offloaded = 0, recomputed = 0;
@@ -87,7 +83,7 @@ TEST(TrainFlags, EveryRankedLayoutZeroppRunsParsesIntoTheSameLayout) {
   Seen seen;
   PlanRequest q;
   q.model = ModelPreset("llama2-7b");
-  q.hardware = Described("a100-80gb-ib400");
+  q.hardware = LoadHardware("a100-80gb-ib400");
   q.devices = 32;
   q.global_batch = 256;
   CheckPlan(q, &seen);
@@ -101,7 +97,7 @@ TEST(TrainFlags, EveryRankedLayoutZeroppRunsParsesIntoTheSameLayout) {
   q.model.seq = 8192;
   q.devices = 64;
   q.global_batch = 256;
-  q.hardware = Described("a100-80gb-ib400");
+  q.hardware = LoadHardware("a100-80gb-ib400");
   CheckPlan(q, &seen);
   std::printf("%d runnable layouts checked (%d capped, %d offloaded, %d recomputing); not on zeropp's engine:\n",
               seen.runnable, seen.capped, seen.offloaded, seen.recomputed);
@@ -121,11 +117,11 @@ TEST(TrainFlags, ModelsTrainCannotBuildAreSaidSo) {
   std::string why;
   ModelShape m = ModelPreset("llama2-7b");
   m.tied_embedding = true;
-  EXPECT_EQ(TrainFlags(m, l, 64, Described("a100-80gb-ib400"), &why), "");
+  EXPECT_EQ(TrainFlags(m, l, 64, LoadHardware("a100-80gb-ib400"), &why), "");
   EXPECT_EQ(why, "train's Llama has an untied head and no biases");
   m = ModelPreset("gpt3-6.7b");
   m.ffn = 3 * m.hidden;
-  EXPECT_EQ(TrainFlags(m, l, 64, Described("a100-80gb-ib400"), &why), "");
+  EXPECT_EQ(TrainFlags(m, l, 64, LoadHardware("a100-80gb-ib400"), &why), "");
   EXPECT_EQ(why, "train's GPT has a 4h GeLU MLP, multi-head attention and a tied head");
 }
 

@@ -143,8 +143,7 @@ std::string Layout::Check(const ModelShape& m, int devices, int devices_per_node
   if (zero1_allreduce && (design != Design::k3D || !zero1)) {
     return "zero1_allreduce is a 3D option of the distributed optimizer: it needs zero1";
   }
-  const bool defers = design == Design::kZeroPP || (design != Design::kZero3 && schedule == "zb-h1");
-  if (max_deferred_w < -1 || (max_deferred_w >= 0 && !defers)) {
+  if (max_deferred_w < -1 || (max_deferred_w >= 0 && !DefersWeightPasses())) {
     return absl::StrCat("max_deferred_w(", max_deferred_w,
                         "): a cap on deferred weight passes, >= 0 (or -1: none), for ZeroPP or a zb-h1 pipeline");
   }

@@ -86,6 +86,10 @@ struct Layout {
   // with recomputation only (the engine offloads per unit, pp = 1).
   Offload activations_offload = Offload::kNone;
   int Devices() const { return tp * zero * pp * dp; }
+  // Whether its schedule defers weight passes (ZeroPP, and a zb-h1 pipeline): max_deferred_w applies.
+  bool DefersWeightPasses() const {
+    return design == Design::kZeroPP || (design != Design::kZero3 && schedule == "zb-h1");
+  }
   int MicroBatches(int global_batch) const { return global_batch / (dp * zero * micro_batch); }
   std::string Name() const;
   // "" or why this layout cannot run the model with this batch on `devices` devices.

@@ -160,8 +160,8 @@ PlanResult Plan(const PlanRequest& q) {
     // they outweigh the stashed activations. Caps halve from the schedule's own deferral (ZeroPP:
     // up to 2pp - 1 a rank, ZEROPP.md; ZB-H1: pp - 1) down to none.
     std::vector<int> caps;
-    const bool defers = l.design == Design::kZeroPP || (l.design == Design::kPipeFsdp && l.schedule == "zb-h1");
-    if (defers) {
+    // Not the 3D baseline's: Megatron-LM's ZB-H1 has no such cap.
+    if (l.DefersWeightPasses() && l.design != Design::k3D) {
       for (int c = (l.design == Design::kZeroPP ? 2 * l.pp - 1 : l.pp - 1) / 2;; c /= 2) {
         caps.push_back(c);
         if (c == 0) break;
