@@ -31,7 +31,7 @@ for cap in own 1 0; do
   [[ -n "$tensor" && -n "$tps" && -n "$loss" ]] ||
     { echo "deferred-w: cap $cap: no BENCH/DONE line:"; tail -5 <<<"$out"; exit 1; }
   pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --hidden 256 --layers 8 --heads 4 --vocab 256 --seq 512 \
-    --no-flash --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 \
+    --cpu-attention --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 \
     --micro-batch 2 --recompute "${flag[@]}" | grep '^PREDICT ')"
   read -r pmem pstep step < <(awk -v p="$pred" -v t="$tps" 'BEGIN {
     match(p, /mem_mb=[0-9.]+/); m = substr(p, RSTART + 7, RLENGTH - 7) + 0

@@ -5,7 +5,7 @@
 # The model and per-rank micro-batch are those of ./zpp bench zeropp-vs-3d (GPT width 256, depth 4,
 # 4 heads, context 128, byte vocabulary; micro-batch 4), on one rank with 8 micro-batches a step
 # (ZeRO-3 over 1: no communication), one intra-op thread, predicted as ./zpp calibrate and ./zpp
-# bench planner-local predict this model (--no-flash: the attention core's FLOPs not halved, its
+# bench planner-local predict this model (--cpu-attention: the attention core's FLOPs not halved, its
 # scores' element-wise passes counted). One rank alone on the box runs faster than the calibration's
 # runs, which keep every core busy.
 #   ./zpp bench op-kinds [--hardware FILE]   (default scheduler/planner/hardware/cpu-local.json;
@@ -39,7 +39,7 @@ bazel build //tools:train //tools:launcher //tools:plan //benchmarks/baseline_3d
 H=256 D=4 HEADS=4 CTX=128 MB=4 M=8
 echo "# command: ./zpp bench op-kinds $ARGS  ($(date -u +%Y-%m-%d)); hardware description $HW"
 MODEL=(--width $H --depth $D --heads $HEADS --context $CTX --micro-batch $MB --microbatches $M --log-every 1000)
-PLAN=(--hardware "$HW" --hidden $H --layers $D --heads $HEADS --seq $CTX --vocab 256 --micro-batch $MB --no-flash)
+PLAN=(--hardware "$HW" --hidden $H --layers $D --heads $HEADS --seq $CTX --vocab 256 --micro-batch $MB --cpu-attention)
 RANKS=$((TP > 0 ? TP : 1))
 zero3() { bazel-bin/tools/launcher --nproc-per-node "$RANKS" -- bazel-bin/tools/train "${MODEL[@]}" "$@" 2>&1; }
 tp3d() {

@@ -33,7 +33,7 @@ run="$(bazel-bin/tools/launcher --nproc-per-node 1 -- bazel-bin/tools/train --wi
   --host-budget-mb 2048 --memory-budget-mb 8192 --max-live-units 2 --prefetch 1 --mfu 2>&1)"
 grep -E '^\[rank 0\] +step [0-9]|^\[rank 0\] (DONE|MATMUL)' <<<"$run" || { echo "$run" | tail -20; exit 1; }
 pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --gpus 1 --hidden 2048 --layers 34 --heads 16 --vocab 256 \
-  --seq 64 --no-flash --micro-batch 2 --global-batch 2 --design zero3 --zero 1 --recompute --offload-params nvme)"
+  --seq 64 --cpu-attention --micro-batch 2 --global-batch 2 --design zero3 --zero 1 --recompute --offload-params nvme)"
 echo "$pred"
 python3 - "$run" "$pred" "$HW" <<'PY'
 import json, re, sys

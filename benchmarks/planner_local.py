@@ -51,7 +51,7 @@ def hardware(hw_path):
 
 
 # The zeropp-vs-3d bench's GPT on 4 ranks, global batch 32 (the planner flags every VS3D row adds to).
-VS3D_MODEL = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --no-flash --gpus 4 --global-batch 32".split()
+VS3D_MODEL = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --cpu-attention --gpus 4 --global-batch 32".split()
 
 
 def unshaped_link_flags(hw):
@@ -234,7 +234,7 @@ def main():
             continue
         f = line.split()
         if pp and len(f) > 3 and f[0] in PIPE:
-            flags = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --no-flash --gpus {pp} --pp {pp} "
+            flags = (f"--hidden 256 --layers 8 --heads 8 --vocab 256 --seq 64 --cpu-attention --gpus {pp} --pp {pp} "
                      f"--devices-per-node {pp} --global-batch 32 --micro-batch 4 "
                      + PIPE[f[0]]).split()
             p = predict(args.hardware, flags)

@@ -24,7 +24,7 @@ for mb in 1 4 8; do
   tps="$(grep -oP 'BENCH .*tokens_per_s=\K[0-9.]+' <<<"$out" || true)"
   [[ -n "$wait_s" && -n "$tps" ]] || { echo "tp-wait-alone: micro-batch $mb: no BENCH line:"; tail -5 <<<"$out"; exit 1; }
   pred="$(bazel-bin/tools/plan --predict --hardware "$HW" --hidden 256 --layers 4 --heads 4 --seq 128 --vocab 256 \
-    --no-flash --gpus 2 --design 3d --tp 2 --micro-batch $mb --global-batch $((mb * 8)) 2>&1 | grep '^PREDICT ')"
+    --cpu-attention --gpus 2 --design 3d --tp 2 --micro-batch $mb --global-batch $((mb * 8)) 2>&1 | grep '^PREDICT ')"
   read -r ratio step pstep ptp < <(awk -v w="$wait_s" -v t="$tps" -v n=$((mb * 8 * 128)) -v p="$pred" 'BEGIN {
     match(p, /tp_collectives_s=[0-9.]+/); tp = substr(p, RSTART + 17, RLENGTH - 17) + 0
     match(p, /step_s=[0-9.]+/); st = substr(p, RSTART + 7, RLENGTH - 7) + 0

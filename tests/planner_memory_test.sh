@@ -31,7 +31,7 @@ refused() {  # NAME PATTERN PLAN_ARGS...: plan exits 2 with one line matching PA
 }
 
 MODEL=(--width 128 --depth 4 --heads 4 --context 32 --microbatches 4 --micro-batch 1 --steps 1 --log-every 1)
-SHAPE=(--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 32 --no-flash --hardware "$HW" --gpus 4
+SHAPE=(--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 32 --cpu-attention --hardware "$HW" --gpus 4
        --devices-per-node 4 --global-batch 16)
 check() {  # check NAME "TRAIN FLAGS" "PLAN FLAGS" [PROGRAM: tools/train, or the 3D baseline's train_3d]
   local out engine predicted held
@@ -125,7 +125,7 @@ peak_pair() {  # peak_pair CAP_FLAGS: "MEASURED PREDICTED" in MB
     --microbatches 8 --unit-size 8 --micro-batch 2 --width 128 --depth 4 --heads 4 --context 256 --steps 2 \
     --bench-warmup 1 --log-every 100 $1 2>&1)"
   measured="$(grep -oP '(?<=peak_tensor_mb=)[0-9.]+' <<<"$out" | head -1)"
-  line="$("$PLAN" --predict --hardware "$HW" --hidden 128 --layers 4 --heads 4 --vocab 256 --seq 256 --no-flash \
+  line="$("$PLAN" --predict --hardware "$HW" --hidden 128 --layers 4 --heads 4 --vocab 256 --seq 256 --cpu-attention \
     --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 \
     --recompute $1)"
   python3 -c "import re, sys; f = dict(re.findall(r'(\w+)=([0-9.]+)', sys.argv[1]))
@@ -139,6 +139,29 @@ sys.exit(0 if ok(om, op) and ok(nm, np_) and nm < om and np_ < op else 1)" "$own
   pass "zeropp deferral capped: peak tensors $own_m -> $none_m MB measured, $own_p -> $none_p MB predicted"
 else
   fail "zeropp deferral capped: peak tensors $own_m -> $none_m MB measured, $own_p -> $none_p MB predicted"
+fi
+
+# One rank's activations per layer at context 512, where PyTorch's CPU attention (a flash kernel)
+# keeps no s^2 tensor: the peak tensor bytes' growth from depth 4 to 8, measured and predicted
+# (plan --cpu-attention; a dense core's 2 as^2 b would be 1.28x), within 10%, and each peak too.
+layer_peak() {  # layer_peak DEPTH: "MEASURED PREDICTED" in MB
+  local out line
+  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 1 -- "$TRAIN" --pp 1 --zero 1 --microbatches 1 \
+    --micro-batch 2 --width 256 --depth "$1" --heads 4 --context 512 --steps 2 --bench-warmup 1 --log-every 100 2>&1)"
+  line="$("$PLAN" --predict --hardware "$HW" --hidden 256 --layers "$1" --heads 4 --vocab 256 --seq 512 \
+    --cpu-attention --gpus 1 --global-batch 2 --design zero3 --zero 1 --micro-batch 2)"
+  python3 -c "import re, sys; f = dict(re.findall(r'(\w+)=([0-9.]+)', sys.argv[1]))
+print(sys.argv[2], round(float(f['mem_mb']) - float(f['reserved_mb']), 2))" "$line" \
+    "$(grep -oP '(?<=peak_tensor_mb=)[0-9.]+' <<<"$out" | head -1 || echo nan)"
+}
+read -r d4_m d4_p < <(layer_peak 4)
+read -r d8_m d8_p < <(layer_peak 8)
+if python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:])
+ok = lambda m, p: abs(p - m) <= 0.1 * m
+sys.exit(0 if ok(c - a, d - b) and ok(a, b) and ok(c, d) else 1)" "$d4_m" "$d4_p" "$d8_m" "$d8_p"; then
+  pass "activations per layer at context 512: peak tensors $d4_m -> $d8_m MB measured, $d4_p -> $d8_p MB predicted"
+else
+  fail "activations per layer at context 512: peak tensors $d4_m -> $d8_m MB measured, $d4_p -> $d8_p MB predicted"
 fi
 
 refused "zero GPUs refused" "plan: --gpus: got 0, expected a whole number >= 1" --gpus 0 --hardware "$HW"

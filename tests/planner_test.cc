@@ -446,6 +446,9 @@ TEST(MemoryModel, ActivationAndStateFormulas) {
   EXPECT_DOUBLE_EQ(LayerActivationBytes(n, l, 2), 32.0 * 2 * 64 * 32 + 2.0 * 4 * 32 * 32 * 2);
   n.flash_attention = true;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(n, l, 4), 32.0 * 2 * 64 * 32 * 2);
+  // PyTorch's CPU attention (plan --cpu-attention): priced dense, keeps no s^2 either.
+  n.flash_attention = false, n.keeps_scores = false;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(n, l, 4), 32.0 * 2 * 64 * 32 * 2);
   l.tp = 2, l.sequence_parallel = true;
   // A deferred W's hold per layer: the linears' inputs and output gradients, 8h + 2 ffn values a
   // token for a GeLU MLP (qkv h + 3h, proj h + h, fc h + ffn, fc_out ffn + h), / t.
@@ -494,14 +497,19 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   const double c0 = vb * (2 * m.LayerParameters() + m.EmbeddingParameters());  // table, positions, norm
   const double c1 = vb * (2 * m.LayerParameters() + table);                     // the head (tied: as big)
   const double act = LayerActivationBytes(m, l, h.value_bytes), a = 2 * act;
-  const double in = 32.0 * 2 * 64 * vb, wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes);
+  const double in = 32.0 * 2 * 64 * vb, head = 32.0 * 2 * (64 + 128) * vb;  // the head's W: input, logits' grad
+  const double wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes) + head;
   const double rw = 2 * act, lg = 32.0 * 2 * 128 * (vb + 4);
-  // F1.1 (2 kept stashes, 2 inputs, logits); Bi1.0 (gradient C1 allocated, recompute + logits);
-  // Bi1.1 (one input left, one W held); B0.0 (C1's gradient in a reduction, C0 gathered with its own).
+  const double bt = 32.0 * 2 * (64 + 2 * 256) * vb;  // a layer's backward: dy (h), the GeLU's two (2 ffn)
+  EXPECT_DOUBLE_EQ(LayerBackwardTransientBytes(m, l, h.value_bytes), bt);
+  // F1.1 (2 kept stashes, 2 inputs, logits); Bi1.0 (gradient C1 allocated, recompute + the larger of
+  // the logits and a layer's backward); Bi1.1 (one input left, one W held); B0.0 (C1's gradient in a
+  // reduction, C0 gathered with its own, a layer's backward).
+  const double last = std::max(lg, bt);
   const double f11 = c1 + 2 * a + 2 * in + lg;
-  const double bi10 = 2 * c1 + 2 * a + 2 * in + rw + lg;
-  const double bi11 = 2 * c1 + 2 * a + in + wh + rw + lg;
-  const double b00 = c1 + 2 * c0 + 2 * a;
+  const double bi10 = 2 * c1 + 2 * a + 2 * in + rw + last;
+  const double bi11 = 2 * c1 + 2 * a + in + wh + rw + last;
+  const double b00 = c1 + 2 * c0 + 2 * a + bt;
   const MemoryBreakdown b = EstimateRankMemory(m, l, h, s, 0);
   const double peak = std::max({f11, bi10, bi11, b00});
   EXPECT_DOUBLE_EQ(b.unsharded + b.activations + b.working, peak);
@@ -509,10 +517,11 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   if (peak == bi11) {
     EXPECT_DOUBLE_EQ(b.unsharded, 2 * c1);
     EXPECT_DOUBLE_EQ(b.activations, 2 * a + in + wh);
-    EXPECT_DOUBLE_EQ(b.working, rw + lg);
+    EXPECT_DOUBLE_EQ(b.working, rw + last);
   } else {
     EXPECT_DOUBLE_EQ(b.unsharded, c1 + 2 * c0);
     EXPECT_DOUBLE_EQ(b.activations, 2 * a);
+    EXPECT_DOUBLE_EQ(b.working, bt);
   }
   // Reductions in flight are capped at two (the engine waits for the oldest beyond that): three
   // chunks reduced back to back leave the last two, and the forwards after them (a replay, not a
@@ -529,7 +538,8 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   const double d0 = vb * (m3.LayerParameters() + m3.EmbeddingParameters()), d1 = vb * m3.LayerParameters();
   const double d2 = vb * (m3.LayerParameters() + table), ka = LayerActivationBytes(m3, l3, h.value_bytes);
   const double g = d0 + d1 + d2;
-  const double at_b20 = g + d2 + 3 * ka + lg, at_b10 = g + d2 + d1 + 2 * ka, at_b00 = g + d2 + d1 + d0 + ka;
+  const double at_b20 = g + d2 + 3 * ka + last, at_b10 = g + d2 + d1 + 2 * ka + bt;
+  const double at_b00 = g + d2 + d1 + d0 + ka + bt;
   const double at_end = g + d1 + d0 + 3 * ka + lg;  // C2's reduction has landed
   EXPECT_DOUBLE_EQ(t.unsharded + t.activations + t.working, std::max({at_b20, at_b10, at_b00, at_end}));
   EXPECT_GT(at_end, std::max({at_b20, at_b10, at_b00}));  // so the cap is what this checks
@@ -552,14 +562,17 @@ TEST(MemoryModel, SplitBackwardOfAKeptChunkHoldsOnlyWhatWReads) {
   const double c0 = vb * (2 * m.LayerParameters() + m.EmbeddingParameters());
   const double c1 = vb * (2 * m.LayerParameters() + table);
   const double a = 2 * LayerActivationBytes(m, l, h.value_bytes);
-  const double wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes), lg = 32.0 * 2 * 128 * (vb + 4);
+  const double head = 32.0 * 2 * (64 + 128) * vb;  // the last stage's W computes the head's too
+  const double wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes) + head, lg = 32.0 * 2 * 128 * (vb + 4);
+  const double bt = LayerBackwardTransientBytes(m, l, h.value_bytes);
   ASSERT_LT(wh, a);  // so a hold that kept the stash too would show
-  // Bi1.0 (C1's gradient, both stashes, the logits); Bi0.0 (C0's gradient, chunk 0's stash, Wh).
-  const double bi1 = c0 + 2 * c1 + 2 * a + lg, bi0 = 2 * c0 + 2 * c1 + a + wh;
+  // Bi1.0 (C1's gradient, both stashes, the larger of the logits and a layer's backward); Bi0.0
+  // (C0's gradient, chunk 0's stash, Wh, a layer's backward).
+  const double bi1 = c0 + 2 * c1 + 2 * a + std::max(lg, bt), bi0 = 2 * c0 + 2 * c1 + a + wh + bt;
   const MemoryBreakdown b = EstimateRankMemory(m, l, h, s, 0);
   EXPECT_DOUBLE_EQ(b.unsharded + b.activations + b.working, std::max(bi1, bi0));
   // Keeping chunk 1's stash to its W would have made Bi0.0 the peak, larger by A.
-  EXPECT_GT(2 * c0 + 2 * c1 + 2 * a + wh, bi1);
+  EXPECT_GT(2 * c0 + 2 * c1 + 2 * a + wh + bt, bi1);
 }
 TEST(Simulator, VirtualStageExtraAddsToItsStageOnly) {
   using namespace scheduler;

@@ -121,7 +121,7 @@ json.dump(h, open('$WORK/unit.json','w'))" "$link"
       set -- --design zero3 --zero 2 --prefetch 0 --global-batch $((2 * M * mb)) && field=blocking_gather_s
     fi
     coef+=("$(bazel-bin/tools/plan --predict --hardware "$WORK/unit.json" --hidden "$width" --layers $DEPTH \
-      --heads $HEADS --vocab 256 --seq "$ctx" --no-flash --gpus 2 --micro-batch "$mb" "$@" |
+      --heads $HEADS --vocab 256 --seq "$ctx" --cpu-attention --gpus 2 --micro-batch "$mb" "$@" |
       grep -oP "(?<=$field=)[0-9.]+")")
   done
   echo "$width $ctx $mb $wait_s ${coef[0]} ${coef[1]}"

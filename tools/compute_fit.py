@@ -39,7 +39,7 @@ def model_seconds(hw_path, ctx, mb, accumulation="sink", plan=None):
     """The cost model's forward + backward seconds per step of the reference runs at one shape (with
     `accumulation` fused: as if their gradients cost nothing to land); `plan`: tools/plan (PLAN)."""
     args = [plan or PLAN, "--hidden", "256", "--layers", str(DEPTH), "--heads", "4", "--vocab", "256", "--seq", str(ctx),
-            "--no-flash", "--global-batch", str(M * mb), "--hardware", hw_path, "--gpus", "1", "--predict",
+            "--cpu-attention", "--global-batch", str(M * mb), "--hardware", hw_path, "--gpus", "1", "--predict",
             "--design", "3d", "--micro-batch", str(mb), "--grad-accumulation", accumulation]
     out = subprocess.run(args, capture_output=True, text=True)
     found = re.search(r" compute_s=([0-9.e+-]+)", out.stdout)

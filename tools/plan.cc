@@ -48,9 +48,11 @@ LAYOUT: --design zero3|zeropp|pipe-fsdp|3d [--schedule gpipe|1f1b|interleaved|zb
   how W accumulates: Megatron's fused GEMM (default), autograd's add, an fp32 add, zeropp's engine]
 Model: --model PRESET, or --model PATH (a Hugging Face config.json, or its directory: model_type
   llama, mistral, qwen2 or gpt2; the sequence is its max_position_embeddings unless --seq), or --hidden
-  --layers --heads --vocab --seq [--kv-heads --ffn --swiglu --no-flash --flash-v1 (FlashAttention
-  1's kernels) --dropout|--no-dropout (its masks stashed: gpt3 presets and configs with dropout
-  have it, Llama presets and shapes given by number do not)]; flags after --model override the preset.
+  --layers --heads --vocab --seq [--kv-heads --ffn --swiglu --no-flash (a dense attention core that
+  stashes its s^2 scores) --cpu-attention (PyTorch's CPU attention: priced as dense, as CPU
+  descriptions are calibrated, stashing no s^2 tensor) --flash-v1 (FlashAttention 1's kernels)
+  --dropout|--no-dropout (its masks stashed: gpt3 presets and configs with dropout have it, Llama
+  presets and shapes given by number do not)]; flags after --model override the preset.
   --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
   one run's inter-node link: --inter-gbps --inter-latency-us [--inter-wire-latency-us: wire-bound,
@@ -91,7 +93,7 @@ struct Flags {
 };
 
 const std::set<std::string> kBool = {"sweep",   "sp",      "zero1",           "dp-outer", "recompute", "reduce-fp32",
-                                     "swiglu",  "predict", "estimate-memory", "no-flash", "no-offload",
+                                     "swiglu",  "predict", "estimate-memory", "no-flash", "cpu-attention", "no-offload",
                                      "flash-v1", "dropout", "no-dropout"};
 
 Flags Parse(int argc, char** argv) {
@@ -208,6 +210,7 @@ ModelShape ModelFrom(const Flags& f) {
   if (f.Has("seq")) m.seq = static_cast<int>(f.Int("seq", 1, 1 << 22));
   if (f.Has("swiglu")) m.swiglu = true;
   if (f.Has("no-flash")) m.flash_attention = false;
+  if (f.Has("cpu-attention")) m.flash_attention = false, m.keeps_scores = false;
   if (f.Has("dropout") && f.Has("no-dropout")) throw std::invalid_argument("--dropout and --no-dropout: give one");
   if (f.Has("dropout")) m.dropout = true;
   if (f.Has("no-dropout")) m.dropout = false;

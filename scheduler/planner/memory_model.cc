@@ -32,7 +32,7 @@ double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_byte
   const double unsplit = m.dropout ? 10.0 : 8.0;
   double bytes = sbh * (unsplit / (l.sequence_parallel ? t : 1.0) + split / t);
   const double scores = m.dropout ? 5.0 : 2.0;
-  if (!m.flash_attention && !m.selective_recompute) {
+  if (!m.flash_attention && m.keeps_scores && !m.selective_recompute) {
     bytes += scores * m.heads * m.seq * static_cast<double>(m.seq) * l.micro_batch / t;
   }
   return bytes * value_bytes / 2.0;
@@ -43,6 +43,12 @@ double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_byte
   const double attention = h + (h + 2 * kv * h / m.heads) + h + h;
   const double mlp = m.swiglu ? h + 2 * ffn + ffn + h : h + ffn + ffn + h;
   return static_cast<double>(m.seq) * l.micro_batch * (attention + mlp) / l.tp * value_bytes;
+}
+
+double LayerBackwardTransientBytes(const ModelShape& m, const Layout& l, int value_bytes) {
+  const double grad_in = m.hidden / (l.sequence_parallel ? static_cast<double>(l.tp) : 1.0);
+  const double mlp = (m.swiglu ? 3.0 : 2.0) * m.ffn / l.tp;
+  return static_cast<double>(m.seq) * l.micro_batch * (grad_in + mlp) * value_bytes;
 }
 
 double StageParameters(const ModelShape& m, const Layout& l, int rank) {
@@ -65,6 +71,7 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   const std::vector<ChunkShape> shapes = ChunkShapes(m, l);
   auto shape = [&](int c) { return shapes.at(static_cast<size_t>(c) * s.pp + r); };
   const double layer_act = LayerActivationBytes(m, l, hw.value_bytes);
+  const double layer_bwd = LayerBackwardTransientBytes(m, l, hw.value_bytes);
   // Whether a tier takes bytes off the device: NVMe always, host memory on a GPU only (on a CPU
   // box host memory is the device's own).
   auto leaves_device = [&](Offload tier) {
@@ -118,7 +125,6 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   }
   // A recomputed chunk keeps its input (3D: each layer's); units without layers keep nothing.
   auto recomputed_stash = [&](int c) { return l.design == Design::k3D ? shape(c).layers * input_bytes : input_bytes; };
-  auto w_hold = [&](int c) { return shape(c).layers * LayerWeightPassBytes(m, l, hw.value_bytes); };
   const double logits = tokens * m.vocab / l.tp * (vb + 4);
   auto recompute_working = [&](int c) { return (l.design == Design::k3D ? 1.0 : shape(c).layers) * layer_act; };
   constexpr int kPendingReductions = 2;  // EngineOptions::max_pending_reductions' default
@@ -143,6 +149,12 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
   };
   auto is_last_vstage = [&](int c) { return c * s.pp + r == stages - 1; };
   auto first_vstage = [&](int c) { return c * s.pp + r == 0; };
+  // The last virtual stage's W also computes the head's: its input (the final norm's output) and
+  // the logits' gradient (vocab-parallel under tp).
+  const double head_hold = tokens * (m.hidden + static_cast<double>(m.vocab) / l.tp) * vb;
+  auto w_hold = [&](int c) {
+    return shape(c).layers * LayerWeightPassBytes(m, l, hw.value_bytes) + (is_last_vstage(c) ? head_hold : 0.0);
+  };
   // Offloaded activations (the executor): a recomputed chunk's saved input, but the last virtual
   // stage's (its backward follows at once), lives on the tier from its forward to its backward,
   // where the device holds it again while that backward runs.
@@ -176,8 +188,9 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
             accumulating[c] = true;
             grads += chunk_bytes[c];
           }
-          double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) + (is_last_vstage(c) ? logits : 0.0) +
-                             (offloaded(c) ? stash_of(c) : 0.0);
+          const double grads_alive = shape(c).layers > 0 ? layer_bwd : 0.0;
+          double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) +
+                             std::max(is_last_vstage(c) ? logits : 0.0, grads_alive) + (offloaded(c) ? stash_of(c) : 0.0);
           note(transient);
           // After Bi only what W reads stays alive (split_backward.h frees every other saved
           // tensor): the weight pass's inputs and output gradients. The first virtual stage's

@@ -24,11 +24,13 @@
 // chunk's layers, or for a chunk the schedule recomputes only inputs (3D: every layer's, as
 // Megatron's full recompute; ZeroPP: the chunk's). A decoupled W (zero-bubble
 // schedules, ZeroPP) keeps, from its Bi until it runs, each linear layer's saved input and output
-// gradient (LayerWeightPassBytes) times the chunk's layers, and nothing else of the stash (the
+// gradient (LayerWeightPassBytes) times the chunk's layers (the last virtual stage: and the head's,
+// s*b*(h + vocab/t)), and nothing else of the stash (the
 // executor frees every other saved tensor at Bi; the first virtual stage's Bi is its whole
 // backward and keeps nothing). Transient, during one action: a
-// recomputed chunk's activations in its backward, the last stage's logits (compute dtype + fp32
-// softmax). Plus send/receive buffers and reserved. The breakdown is of the peak moment. With
+// recomputed chunk's activations in its backward, and the larger of the last stage's logits
+// (compute dtype + fp32 softmax) and one layer's backward gradients (LayerBackwardTransientBytes).
+// Plus send/receive buffers and reserved. The breakdown is of the peak moment. With
 // activations offloaded (ZeRO-3, activations_offload) a recomputed chunk's saved input, but the
 // last's, lives on the tier (`host` or `nvme`, their peak) from its forward to its backward, and
 // on the device again, as working memory, while that backward runs.
@@ -66,6 +68,11 @@ double LayerActivationBytes(const ModelShape& m, const Layout& l, int value_byte
 // GeLU MLP: fc (h, ffn), fc_out (ffn, h); SwiGLU: gate and up share their input (h, 2*ffn), down
 // (ffn, h).
 double LayerWeightPassBytes(const ModelShape& m, const Layout& l, int value_bytes);
+// The gradients alive at once in one layer's backward, beyond its saved activations: in the MLP,
+// the incoming gradient (h, or h/t with sequence parallelism) beside the gradients of the
+// activation's output and input (GeLU: 2 x ffn/t; SwiGLU: 3 x ffn/t, the product's two factors
+// and the gate's input), s*b of each. The attention's (h + 3h + 3h)/t is smaller.
+double LayerBackwardTransientBytes(const ModelShape& m, const Layout& l, int value_bytes);
 // Parameters held by pipeline rank r (all its chunks, before tp or zero division).
 double StageParameters(const ModelShape& m, const Layout& l, int rank);
 

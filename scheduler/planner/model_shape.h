@@ -36,6 +36,10 @@ struct ModelShape {
   // Dense attention (flash_attention false) whose core is recomputed in backward instead of
   // stashed (Megatron's selective recomputation): no s^2 activations, one more core forward.
   bool selective_recompute = false;
+  // Dense attention (flash_attention false) stashes its s^2 softmax output for backward, as
+  // Megatron's kernels do. False: a core priced as dense that keeps no s^2 tensor, PyTorch's CPU
+  // attention (a flash kernel whose speed a CPU description calibrates with dense FLOPs).
+  bool keeps_scores = true;
   // Dropout in the blocks (Megatron's GPT: 0.1 on the attention probabilities and after the
   // attention and MLP outputs): its masks are stashed, and a dense attention core keeps the
   // dropped-out probabilities beside the softmax output. Llama-family and zeropp's own models
