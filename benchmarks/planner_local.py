@@ -51,7 +51,8 @@ def hardware(hw_path):
 
 
 # The zeropp-vs-3d bench's GPT on 4 ranks, global batch 32 (the planner flags every VS3D row adds to).
-VS3D_MODEL = "--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --cpu-attention --gpus 4 --global-batch 32".split()
+VS3D_MODEL = ("--hidden 256 --layers 4 --heads 4 --vocab 256 --seq 128 --cpu-attention --gpus 4 "
+              "--global-batch 32").split()
 
 
 def unshaped_link_flags(hw):

@@ -164,6 +164,18 @@ else
   fail "activations per layer at context 512: peak tensors $d4_m -> $d8_m MB measured, $d4_p -> $d8_p MB predicted"
 fi
 
+# On a CPU description the attention is PyTorch's CPU kernel unless --no-flash says otherwise: the
+# same prediction as --cpu-attention, and less memory than a dense core that stashes its scores.
+cpu_predict() { "$PLAN" --predict --hardware "$HW" --hidden 256 --layers 4 --heads 4 --vocab 256 --seq 512 --gpus 1 \
+  --global-batch 2 --design zero3 --zero 1 --micro-batch 2 "$@" | grep '^PREDICT ' | grep -oP 'step_s=\S+ .*mem_mb=\S+'; }
+plain="$(cpu_predict)" cpu="$(cpu_predict --cpu-attention)" dense="$(cpu_predict --no-flash)"
+if [[ -n "$plain" && "$plain" == "$cpu" ]] && awk -v d="${dense##*mem_mb=}" -v p="${plain##*mem_mb=}" \
+    'BEGIN { exit !(d + 0 > p + 0) }'; then
+  pass "a CPU description prices PyTorch's CPU attention by default ($plain; --no-flash: ${dense##*mem_mb=} MB)"
+else
+  fail "CPU attention default: plain '$plain', --cpu-attention '$cpu', --no-flash '$dense'"
+fi
+
 refused "zero GPUs refused" "plan: --gpus: got 0, expected a whole number >= 1" --gpus 0 --hardware "$HW"
 refused "a negative GPU count refused as zero is" "plan: --gpus: got -3, expected a whole number >= 1" \
   --gpus -3 --hardware "$HW"

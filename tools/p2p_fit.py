@@ -54,8 +54,8 @@ def predict_steps(hw, latency_us, shape):
         for v in CHUNKS:
             schedule = ["--schedule", "1f1b"] if v == 1 else ["--schedule", "interleaved", "--v", str(v)]
             args = [PLAN, "--predict", "--hardware", f.name, "--hidden", str(width), "--layers", str(depth),
-                    "--heads", str(heads), "--vocab", "256", "--seq", str(context), "--cpu-attention", "--gpus", str(pp),
-                    "--pp", str(pp), "--devices-per-node", str(pp), "--global-batch", str(m * mb),
+                    "--heads", str(heads), "--vocab", "256", "--seq", str(context), "--cpu-attention",
+                    "--gpus", str(pp), "--pp", str(pp), "--devices-per-node", str(pp), "--global-batch", str(m * mb),
                     "--micro-batch", str(mb), "--design", "3d", "--grad-accumulation", "sink"] + schedule
             out = subprocess.run(args, capture_output=True, text=True)
             if out.returncode != 0:

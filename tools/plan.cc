@@ -50,9 +50,10 @@ Model: --model PRESET, or --model PATH (a Hugging Face config.json, or its direc
   llama, mistral, qwen2 or gpt2; the sequence is its max_position_embeddings unless --seq), or --hidden
   --layers --heads --vocab --seq [--kv-heads --ffn --swiglu --no-flash (a dense attention core that
   stashes its s^2 scores) --cpu-attention (PyTorch's CPU attention: priced as dense, as CPU
-  descriptions are calibrated, stashing no s^2 tensor) --flash-v1 (FlashAttention 1's kernels)
-  --dropout|--no-dropout (its masks stashed: gpt3 presets and configs with dropout have it, Llama
-  presets and shapes given by number do not)]; flags after --model override the preset.
+  descriptions are calibrated, stashing no s^2 tensor; the default on a CPU description) --flash-v1
+  (FlashAttention 1's kernels) --dropout|--no-dropout (its masks stashed: gpt3 presets and configs
+  with dropout have it, Llama presets and shapes given by number do not)]; flags after --model
+  override the preset.
   --global-batch in sequences.
 Cluster: --hardware NAME|FILE (scheduler/planner/hardware/NAME.json) --gpus N [--devices-per-node N];
   one run's inter-node link: --inter-gbps --inter-latency-us [--inter-wire-latency-us: wire-bound,
@@ -92,9 +93,9 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep",   "sp",      "zero1",           "dp-outer", "recompute", "reduce-fp32",
-                                     "swiglu",  "predict", "estimate-memory", "no-flash", "cpu-attention", "no-offload",
-                                     "flash-v1", "dropout", "no-dropout"};
+const std::set<std::string> kBool = {"sweep",    "sp",      "zero1",           "dp-outer", "recompute",
+                                     "swiglu",   "predict", "estimate-memory", "no-flash", "reduce-fp32",
+                                     "flash-v1", "dropout", "no-dropout",      "no-offload", "cpu-attention"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;
@@ -236,6 +237,12 @@ PlanRequest RequestFrom(const Flags& f) {
   PlanRequest q;
   q.model = ModelFrom(f);
   q.hardware = LoadHardware(f.Str("hardware"));
+  // A CPU box runs PyTorch's CPU attention whatever kernel the model has elsewhere: priced as its
+  // description was calibrated (dense) and keeping no s^2 tensor, unless --no-flash asks for a dense
+  // core that does.
+  if (q.hardware.shared_compute_units > 0 && !f.Has("no-flash")) {
+    q.model.flash_attention = false, q.model.keeps_scores = false, q.model.flash_v1 = false;
+  }
   // Overrides for one run (--predict, validation on a differently wired box): the node size and
   // the inter-node bandwidth per node.
   if (f.Has("devices-per-node")) q.hardware.devices_per_node = static_cast<int>(f.Int("devices-per-node", 1, 4096));

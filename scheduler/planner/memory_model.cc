@@ -190,7 +190,8 @@ MemoryBreakdown EstimateRankMemory(const ModelShape& m, const Layout& l, const H
           }
           const double grads_alive = shape(c).layers > 0 ? layer_bwd : 0.0;
           double transient = (s.Recompute(r, c) ? recompute_working(c) : 0.0) +
-                             std::max(is_last_vstage(c) ? logits : 0.0, grads_alive) + (offloaded(c) ? stash_of(c) : 0.0);
+                             std::max(is_last_vstage(c) ? logits : 0.0, grads_alive) +
+                             (offloaded(c) ? stash_of(c) : 0.0);
           note(transient);
           // After Bi only what W reads stays alive (split_backward.h frees every other saved
           // tensor): the weight pass's inputs and output gradients. The first virtual stage's
