@@ -167,7 +167,8 @@ fi
 # On a CPU description the attention is PyTorch's CPU kernel unless --no-flash says otherwise: the
 # same prediction as --cpu-attention, and less memory than a dense core that stashes its scores.
 cpu_predict() { "$PLAN" --predict --hardware "$HW" --hidden 256 --layers 4 --heads 4 --vocab 256 --seq 512 --gpus 1 \
-  --global-batch 2 --design zero3 --zero 1 --micro-batch 2 "$@" | grep '^PREDICT ' | grep -oP 'step_s=\S+ .*mem_mb=\S+'; }
+  --global-batch 2 --design zero3 --zero 1 --micro-batch 2 "$@" | grep '^PREDICT ' |
+  grep -oP 'step_s=\S+ .*mem_mb=\S+'; }
 plain="$(cpu_predict)" cpu="$(cpu_predict --cpu-attention)" dense="$(cpu_predict --no-flash)"
 if [[ -n "$plain" && "$plain" == "$cpu" ]] && awk -v d="${dense##*mem_mb=}" -v p="${plain##*mem_mb=}" \
     'BEGIN { exit !(d + 0 > p + 0) }'; then

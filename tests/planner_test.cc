@@ -500,12 +500,10 @@ TEST(MemoryModel, ReplayTakesThePeakOfOneMoment) {
   const double in = 32.0 * 2 * 64 * vb, head = 32.0 * 2 * (64 + 128) * vb;  // the head's W: input, logits' grad
   const double wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes) + head;
   const double rw = 2 * act, lg = 32.0 * 2 * 128 * (vb + 4);
-  const double bt = 32.0 * 2 * (64 + 2 * 256) * vb;  // a layer's backward: dy (h), the GeLU's two (2 ffn)
+  const double bt = 32.0 * 2 * (64 + 2 * 256) * vb, last = std::max(lg, bt);  // a layer's backward: h + 2 ffn
   EXPECT_DOUBLE_EQ(LayerBackwardTransientBytes(m, l, h.value_bytes), bt);
-  // F1.1 (2 kept stashes, 2 inputs, logits); Bi1.0 (gradient C1 allocated, recompute + the larger of
-  // the logits and a layer's backward); Bi1.1 (one input left, one W held); B0.0 (C1's gradient in a
-  // reduction, C0 gathered with its own, a layer's backward).
-  const double last = std::max(lg, bt);
+  // F1.1 (2 kept stashes, 2 inputs, logits); Bi1.0 (gradient C1 allocated, recompute + the larger of logits and
+  // a layer's backward); Bi1.1 (one input left, one W held); B0.0 (C1's gradient reducing, C0 gathered, backward).
   const double f11 = c1 + 2 * a + 2 * in + lg;
   const double bi10 = 2 * c1 + 2 * a + 2 * in + rw + last;
   const double bi11 = 2 * c1 + 2 * a + in + wh + rw + last;
@@ -562,9 +560,8 @@ TEST(MemoryModel, SplitBackwardOfAKeptChunkHoldsOnlyWhatWReads) {
   const double c0 = vb * (2 * m.LayerParameters() + m.EmbeddingParameters());
   const double c1 = vb * (2 * m.LayerParameters() + table);
   const double a = 2 * LayerActivationBytes(m, l, h.value_bytes);
-  const double head = 32.0 * 2 * (64 + 128) * vb;  // the last stage's W computes the head's too
+  const double head = 32.0 * 2 * (64 + 128) * vb, bt = LayerBackwardTransientBytes(m, l, h.value_bytes);
   const double wh = 2 * LayerWeightPassBytes(m, l, h.value_bytes) + head, lg = 32.0 * 2 * 128 * (vb + 4);
-  const double bt = LayerBackwardTransientBytes(m, l, h.value_bytes);
   ASSERT_LT(wh, a);  // so a hold that kept the stash too would show
   // Bi1.0 (C1's gradient, both stashes, the larger of the logits and a layer's backward); Bi0.0
   // (C0's gradient, chunk 0's stash, Wh, a layer's backward).
