@@ -115,21 +115,25 @@ check_nvme zero3_z4_offload_params_nvme "--pp 1 --zero 4 --offload-params nvme -
   "--design zero3 --zero 4 --offload-params nvme"
 check_nvme zero3_z4_offload_optimizer_nvme "--pp 1 --zero 4 --offload-optimizer nvme --host-budget-mb 64" "--design zero3 --zero 4 --offload nvme"
 
-# ZeroPP's deferred weight passes capped (train --max-deferred-w): the most bytes the engine's tensors
-# held at once (train's peak_tensor_mb, max over ranks) against plan's prediction for the same
-# layout, less its reserved part, within 10%, with the schedule's own deferral and with none; and
-# the cap saves memory in both.
-peak_pair() {  # peak_pair CAP_FLAGS: "MEASURED PREDICTED" in MB
+# The most bytes the engine's tensors held at once (train's peak_tensor_mb, max over ranks) and
+# plan's prediction for the same layout less its reserved part: "MEASURED PREDICTED" in MB.
+peak_vs_plan() {  # peak_vs_plan NPROC "TRAIN FLAGS" "PLAN FLAGS"
   local out measured line
-  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 4 -- "$TRAIN" --pp 2 --zero 2 --schedule zeropp --chunks 1 \
-    --microbatches 8 --unit-size 8 --micro-batch 2 --width 128 --depth 4 --heads 4 --context 256 --steps 2 \
-    --bench-warmup 1 --log-every 100 $1 2>&1)"
+  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node "$1" -- "$TRAIN" $2 --steps 2 --bench-warmup 1 \
+    --log-every 100 2>&1)"
   measured="$(grep -oP '(?<=peak_tensor_mb=)[0-9.]+' <<<"$out" | head -1)"
-  line="$("$PLAN" --predict --hardware "$HW" --hidden 128 --layers 4 --heads 4 --vocab 256 --seq 256 --cpu-attention \
-    --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 --micro-batch 2 \
-    --recompute $1)"
+  line="$("$PLAN" --predict --hardware "$HW" $3)"
   python3 -c "import re, sys; f = dict(re.findall(r'(\w+)=([0-9.]+)', sys.argv[1]))
 print(sys.argv[2], round(float(f['mem_mb']) - float(f['reserved_mb']), 2))" "$line" "${measured:-nan}"
+}
+
+# ZeroPP's deferred weight passes capped (train --max-deferred-w), with the schedule's own deferral
+# and with none: measured and predicted within 10%, and the cap saves memory in both.
+peak_pair() {  # peak_pair CAP_FLAGS: "MEASURED PREDICTED" in MB
+  peak_vs_plan 4 "--pp 2 --zero 2 --schedule zeropp --chunks 1 --microbatches 8 --unit-size 8 --micro-batch 2 \
+    --width 128 --depth 4 --heads 4 --context 256 $1" "--hidden 128 --layers 4 --heads 4 --vocab 256 --seq 256 \
+    --cpu-attention --gpus 4 --devices-per-node 4 --global-batch 32 --design zeropp --pp 2 --zero 2 --v 1 --u 8 \
+    --micro-batch 2 --recompute $1"
 }
 read -r own_m own_p < <(peak_pair "")
 read -r none_m none_p < <(peak_pair "--max-deferred-w 0")
@@ -145,14 +149,9 @@ fi
 # keeps no s^2 tensor: the peak tensor bytes' growth from depth 4 to 8, measured and predicted
 # (plan --cpu-attention; a dense core's 2 as^2 b would be 1.28x), within 10%, and each peak too.
 layer_peak() {  # layer_peak DEPTH: "MEASURED PREDICTED" in MB
-  local out line
-  out="$(OMP_NUM_THREADS=1 "$LAUNCHER" --nproc-per-node 1 -- "$TRAIN" --pp 1 --zero 1 --microbatches 1 \
-    --micro-batch 2 --width 256 --depth "$1" --heads 4 --context 512 --steps 2 --bench-warmup 1 --log-every 100 2>&1)"
-  line="$("$PLAN" --predict --hardware "$HW" --hidden 256 --layers "$1" --heads 4 --vocab 256 --seq 512 \
-    --cpu-attention --gpus 1 --global-batch 2 --design zero3 --zero 1 --micro-batch 2)"
-  python3 -c "import re, sys; f = dict(re.findall(r'(\w+)=([0-9.]+)', sys.argv[1]))
-print(sys.argv[2], round(float(f['mem_mb']) - float(f['reserved_mb']), 2))" "$line" \
-    "$(grep -oP '(?<=peak_tensor_mb=)[0-9.]+' <<<"$out" | head -1 || echo nan)"
+  peak_vs_plan 1 "--pp 1 --zero 1 --microbatches 1 --micro-batch 2 --width 256 --depth $1 --heads 4 --context 512" \
+    "--hidden 256 --layers $1 --heads 4 --vocab 256 --seq 512 --cpu-attention --gpus 1 --global-batch 2 \
+    --design zero3 --zero 1 --micro-batch 2"
 }
 read -r d4_m d4_p < <(layer_peak 4)
 read -r d8_m d8_p < <(layer_peak 8)

@@ -93,9 +93,9 @@ struct Flags {
   }
 };
 
-const std::set<std::string> kBool = {"sweep",    "sp",      "zero1",           "dp-outer", "recompute",
-                                     "swiglu",   "predict", "estimate-memory", "no-flash", "reduce-fp32",
-                                     "flash-v1", "dropout", "no-dropout",      "no-offload", "cpu-attention"};
+const std::set<std::string> kBool = {"sweep",         "sp",         "zero1",    "dp-outer",        "recompute",
+                                     "reduce-fp32",   "swiglu",     "predict",  "estimate-memory", "no-flash",
+                                     "cpu-attention", "no-offload", "flash-v1", "dropout",         "no-dropout"};
 
 Flags Parse(int argc, char** argv) {
   Flags f;
