@@ -35,6 +35,11 @@
 #                                        OTHER such run's calibration: one calibration of the machine
 #                                        predicting measurements taken hours apart, labelled
 #                                        MEASURED@CALIBRATION (needs a git checkout)
+#   ./zpp bench planner-local --pooled N every run --history predicts, with the median of its own
+#                                        calibration and the N committed before it, field by field
+#                                        (benchmarks/calibration_median.py): whether a calibration
+#                                        pooled over several sittings predicts better than the one
+#                                        taken beside the benches (needs a git checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //tools:plan
@@ -54,6 +59,13 @@ if [[ "$1" == --from && "${3:-}" == --hardware ]]; then
     { echo "planner-local: --from F --hardware: got '${4:-}', expected one hardware description file" >&2; exit 2; }
   HW="$4"
   set -- "$1" "$2"
+fi
+POOL=0
+if [[ "$1" == --pooled ]]; then
+  [[ $# == 2 && "$2" =~ ^[1-9][0-9]?$ ]] ||
+    { echo "planner-local: --pooled: got '${2:-}', expected how many earlier calibrations to pool (1-99)" >&2; exit 2; }
+  POOL="$2"
+  set -- --history
 fi
 case "$1:$#" in
   --fresh:1 | --from:2 | --history:1 | --cross:1) ;;
@@ -104,6 +116,7 @@ case "$1" in
     # own calibration; --cross: those whose calibration also measured the transport's CPU between
     # nodes (r71 on), each with every other run's.
     if [[ "$1" == --history ]]; then KEY='"inter_node_idle"' RESULT_NAME=history
+      ((POOL == 0)) || RESULT_NAME="pooled_$POOL"
     else KEY='"comm_cpu_inter_node_gbps"' RESULT_NAME=cross_calibration; fi
     NAMES=()
     for f in $(ls benchmarks/results/planner-local-*-r[0-9]*.txt | grep -E -- '-r[0-9]+\.txt$' | sort -V); do
@@ -126,6 +139,16 @@ case "$1" in
     ((${#NAMES[@]} > 0)) || { echo "planner-local: $1: no committed run with its calibration" >&2; exit 2; }
     [[ "$1" == --history || ${#NAMES[@]} -gt 1 ]] ||
       { echo "planner-local: --cross: needs two runs or more (found ${NAMES[*]})" >&2; exit 2; }
+    if ((POOL > 0)); then
+      # Each run's calibration replaced by the median of it and the POOL committed before it.
+      for i in "${!NAMES[@]}"; do
+        earlier=()
+        for ((j = i > POOL ? i - POOL : 0; j < i; j++)); do earlier+=("$WORK/${NAMES[$j]}.json"); done
+        python3 benchmarks/calibration_median.py "$WORK/${NAMES[$i]}.pooled.json" "$WORK/${NAMES[$i]}.json" \
+          ${earlier[@]+"${earlier[@]}"}
+      done
+      for run in "${NAMES[@]}"; do mv "$WORK/$run.pooled.json" "$WORK/$run.json"; done
+    fi
     RUNS=()
     for meas in "${NAMES[@]}"; do
       for cal in "${NAMES[@]}"; do
@@ -137,7 +160,10 @@ case "$1" in
       done
     done
     cat "$WORK/refits.txt"
-    if [[ "$1" == --history ]]; then
+    if ((POOL > 0)); then
+      echo "# ${#RUNS[@]} runs, each predicted by the current planner with the median of its own calibration and the" \
+        "$POOL committed before it (field by field)"
+    elif [[ "$1" == --history ]]; then
       echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
     else
       echo "# ${#NAMES[@]} runs (${NAMES[*]}), each predicted by the current planner with every other run's calibration:" \
@@ -145,5 +171,5 @@ case "$1" in
     fi
     python3 benchmarks/planner_local_history.py --name "$RESULT_NAME" "${RUNS[@]}"
     ;;
-  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE, --history or --cross)" >&2; exit 2 ;;
+  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE, --history, --pooled N or --cross)" >&2; exit 2 ;;
 esac
