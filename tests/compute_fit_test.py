@@ -3,7 +3,10 @@ it: times made from a known compute_overhead and layer_overhead_us over the curr
 fitted back to them, from the description's source text alone. The cost model the fit sees is the
 one calibrate saw: the reference runs' gradient landing included (a fit without it puts ~10% less in
 the fixed cost here), the fields calibrate writes after the fit left out (compute_cv moves compute_s
-by ~1%). A description that records no times is refused with one line."""
+by ~1%). A description that records no times is refused with one line. `passes` (calibrate's fit
+redone over a third pass of the reference runs) fits the runs' PROFILE lines of every pass and
+rewrites the fit, the shape times and the run count in the source, and nothing else; a source without
+the two-pass fit is refused."""
 import json
 import os
 import sys
@@ -52,7 +55,53 @@ def main():
     except SystemExit as e:
         want = f"compute_fit: {path}: source records 0 measured shape times, expected 3"
         assert str(e).startswith(want), str(e)
+    check_passes(model, measured, json.load(open(os.path.join(RUNFILES, "scheduler/planner/hardware/cpu-local.json"))))
     print("compute_fit_test: PASS")
+
+
+def profile(seconds, step_s=2.0):
+    """A PROFILE line whose forward + backward take `seconds` of a `step_s` step (the rest optimizer)."""
+    fwd = 100 * seconds / step_s / 3
+    return (f"rank=0 steps=8 step_s={step_s} forward={fwd:.6f}% backward={2 * fwd:.6f}% backward_input=0.0% "
+            f"backward_weight=0.0% recompute=0.0% optimizer={100 - 3 * fwd:.6f}%")
+
+
+def check_passes(model, measured, base):
+    # Two runs a pass, three passes; each shape's six runs average to `measured`.
+    rows = "".join(f"{p}|" + ";".join(profile(y * (1 + d)) for d in (-0.1, 0.1, -0.05, 0.05, 0.02, -0.02)) + "\n"
+                   for p, y in zip(model, measured))
+    rows_path = os.path.join(TMP, "rows.txt")
+    with open(rows_path, "w") as f:
+        f.write(rows)
+    before = ("measured by ./zpp calibrate; from 4 1-rank runs at each of 3 micro-batch shapes (one per core at "
+              "once; the shapes in turn, twice, each profiling the same tokens), forward + backward fitted as "
+              "compute_overhead 9.000 x the cost model's + layer_overhead_us 1 per layer per micro-batch (1.0 s "
+              "measured / 1.0 s fitted); at the first (mean 1 tokens/s)")
+    hw = dict(base, source=before, compute_overhead=9.0, layer_overhead_us=1.0)
+    path = os.path.join(TMP, "passes.json")
+    hardware_json.write(path, hw)
+    compute_fit.passes(path, rows_path)
+    got = json.load(open(path))
+    assert abs(got["compute_overhead"] - FACTOR) < 2e-3, got["compute_overhead"]
+    assert abs(got["layer_overhead_us"] - FIXED_US) < 10, got["layer_overhead_us"]
+    assert {k: v for k, v in got.items() if k not in ("source", "compute_overhead", "layer_overhead_us")} == \
+        {k: v for k, v in hw.items() if k not in ("source", "compute_overhead", "layer_overhead_us")}
+    src = got["source"]
+    assert src.startswith("measured by ./zpp calibrate; from 6 1-rank runs at each of 3 micro-batch shapes (one per "
+                          "core at once; the shapes in turn, twice, and once more after the pairs fits"), src
+    assert src.endswith("at the first (mean 1 tokens/s)"), src
+    assert "compute_overhead %.3f x the cost model's + layer_overhead_us %.0f" % (FACTOR, FIXED_US) in src, src
+    # What --history reads back: the three shapes' measured times, now the six runs' means.
+    hardware_json.write(path, dict(got, source=src))
+    compute_fit.refit(path)  # the times it recorded give the same fit again
+    again = json.load(open(path))
+    assert abs(again["compute_overhead"] - FACTOR) < 2e-3 and abs(again["layer_overhead_us"] - FIXED_US) < 10, again
+    hardware_json.write(path, dict(hw, source="no fit recorded"))
+    try:
+        compute_fit.passes(path, rows_path)
+        raise AssertionError("a description without a two-pass fit was rewritten")
+    except SystemExit as e:
+        assert str(e) == f"compute_fit: passes: {path}'s source holds no two-pass compute fit to replace", str(e)
 
 
 if __name__ == "__main__":

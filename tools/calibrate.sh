@@ -22,7 +22,7 @@
 #     16-wide model: the "reserved" memory every rank pays;
 #   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
 #     per core at once (the box as busy as a multi-rank run leaves it), at three micro-batch shapes,
-#     measured in turn twice:
+#     measured in turn twice, and once more at the end (after the pairs fits, below):
 #     compute_overhead and layer_overhead_us (their forward + backward times fitted as a factor on
 #     the cost model's + a fixed cost per layer per micro-batch: eager-mode costs shapes cannot
 #     see), the optimizer's rate, and the executor's gradient bookkeeping per parameter per
@@ -303,12 +303,17 @@ for pass in a b; do
     reference_runs "$UNITS" "$REF/shape$k.$pass" "$ctx" "$mb" --steps $((1 + 7 * 128 * 4 / (ctx * mb)))
   done
 done
-fit_rows=""  # per shape: the cost model's forward + backward seconds per step | the runs' PROFILE lines
+model_s=()  # per shape: the cost model's forward + backward seconds per step
 for k in "${!SHAPES[@]}"; do
   read -r ctx mb <<<"${SHAPES[$k]}"
-  fit_rows+="$(python3 tools/compute_fit.py model-s "$OUT" "$ctx" "$mb")|$(cat "$REF/shape$k".[ab]/run*.txt |
-    grep -oP '(?<=PROFILE ).*' | paste -sd ';')"$'\n'
+  model_s+=("$(python3 tools/compute_fit.py model-s "$OUT" "$ctx" "$mb")")
 done
+fit_rows() {  # PASSES (a glob class, e.g. ab): per shape "MODEL_S|PROFILE;PROFILE..." over those passes' runs
+  for k in "${!SHAPES[@]}"; do
+    echo "${model_s[$k]}|$(cat "$REF/shape$k".[$1]/run*.txt | grep -oP '(?<=PROFILE ).*' | paste -sd ';')"
+  done
+}
+fit_rows="$(fit_rows ab)"
 # Twice as many at once: how much slower a core computes while ranks outnumber cores.
 reference_runs $((2 * UNITS)) "$REF/over" 128 4
 over="$(cat "$REF"/over/run*.txt | grep -oP '(?<=PROFILE ).*')"
@@ -326,19 +331,9 @@ import compute_fit
 import hardware_json
 out, measured, idle, params, fit_rows, over = sys.argv[1:]
 measured, params, m, depth = float(measured), float(params), compute_fit.M, compute_fit.DEPTH
-def mean_profile(text):  # the mean of concurrent runs' PROFILE lines
-    runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in re.split(r"[;\n]", text) if line]
-    return {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
-def compute_s(prof):  # forward + backward seconds per step
-    parts = ("forward", "backward", "backward_input", "backward_weight", "recompute")
-    return prof["step_s"] * sum(prof[k] for k in parts) / 100
-shapes = []  # (the cost model's seconds, layer calls per step, measured seconds)
-for row in fit_rows.strip().splitlines():
-    model_s, profiles = row.split("|")
-    shapes.append((float(model_s), depth * m, compute_s(mean_profile(profiles))))
+mean_profile, compute_s = compute_fit.mean_profile, compute_fit.profile_seconds
 # measured = factor * model + fixed * calls, least squares on relative error.
-factor, fixed = compute_fit.fit([p for p, _, _ in shapes], [y for _, _, y in shapes])
-fit = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
+factor, fixed, shapes, fit = compute_fit.fit_rows(fit_rows)
 # Over the calibrations of planner-local r29-r97 the worst shape was within 6.6% but in r50 (8.6%);
 # r98's was 9.0% and r99's 17.3% off, on GEMM tables a slow spell had bent (tools/grid_table.py).
 # The description is still written: the rest of it was measured.
@@ -375,5 +370,17 @@ print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (o
 PY
 # Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
 tools/calibrate_pairs.sh "$OUT"
+# The shapes once more, some minutes after the first two passes, and the compute fit redone on all three:
+# the box's speed moves over minutes, and compute is most of every step. In planner-local r121 the two
+# passes measured the third shape at 0.607 s and the same runs took 0.529-0.530 s from the calibration's
+# end to the benches' (every row predicted 2-18% slow); over r100-r121, the fit given that later
+# reading a third of the weight put 415 of 748 rows within 10%, against 390 (planner-local-chronicle.md).
+# The pairs fits above keep the two-pass fit they were made with (they fit waits and transfers).
+for k in "${!SHAPES[@]}"; do
+  read -r ctx mb <<<"${SHAPES[$k]}"
+  reference_runs "$UNITS" "$REF/shape$k.c" "$ctx" "$mb" --steps $((1 + 7 * 128 * 4 / (ctx * mb)))
+done
+fit_rows abc >"$REF/rows.txt"
+python3 tools/compute_fit.py passes "$OUT" "$REF/rows.txt" | sed 's/^compute_fit: /calibrate: compute fit /'
 mv "$OUT" "$FINAL"
 echo "calibrate: wrote $FINAL"

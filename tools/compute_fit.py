@@ -12,6 +12,11 @@ layer_overhead_us x (layer calls), least squares on relative error (relative_fit
   compute_fit.py refit HW               HW's compute_overhead and layer_overhead_us fitted again by the
                                         current cost model to the measured times its source recorded
                                         ("(A s measured / B s fitted, ...)", one per shape), written back
+  compute_fit.py passes HW ROWS         HW's compute fit redone on more passes of the reference runs
+                                        (./zpp calibrate's third, after the pairs fits): ROWS a file of
+                                        per-shape "MODEL_S|PROFILE;PROFILE..." lines, every pass's runs;
+                                        the fit, its shape times and its count of runs in HW's source
+                                        replaced, written back
 """
 import json
 import os
@@ -46,6 +51,58 @@ def model_seconds(hw_path, ctx, mb, accumulation="sink", plan=None):
     if out.returncode != 0 or not found:
         sys.exit(f"compute_fit: plan {' '.join(args[1:])}: {out.stderr.strip() or 'no compute_s in its output'}")
     return float(found.group(1))
+
+
+def mean_profile(text):
+    """The mean of concurrent runs' PROFILE lines (separated by ';' or newlines), field by field."""
+    lines = [line for line in re.split(r"[;\n]", text) if line]
+    runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in lines]
+    return {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
+
+
+def profile_seconds(prof):
+    """A PROFILE's forward + backward seconds per step."""
+    parts = ("forward", "backward", "backward_input", "backward_weight", "recompute")
+    return prof["step_s"] * sum(prof[k] for k in parts) / 100
+
+
+def fit_rows(rows):
+    """(factor, fixed_s, shapes, text) from per-shape "MODEL_S|PROFILE;..." rows: shapes as (model, layer calls,
+    measured) and text as the source records them ("A s measured / B s fitted, ...")."""
+    shapes = []
+    for row in rows.strip().splitlines():
+        model_s, profiles = row.split("|")
+        shapes.append((float(model_s), DEPTH * M, profile_seconds(mean_profile(profiles))))
+    factor, fixed = fit([p for p, _, _ in shapes], [y for _, _, y in shapes])
+    text = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
+    return factor, fixed, shapes, text
+
+
+def passes(hw_path, rows_path):
+    """The compute fit of HW redone on every pass's runs in ROWS (see the module's usage)."""
+    hw = json.load(open(hw_path))
+    rows = open(rows_path).read()
+    factor, fixed, _, text = fit_rows(rows)
+    runs = len(rows.strip().splitlines()[0].split("|")[1].split(";"))
+    two_pass = (r"from \d+ 1-rank runs at each of (\d+) micro-batch shapes \(one per core at once; the shapes "
+                r"in turn, twice, each profiling the same tokens\), forward \+ backward fitted as "
+                r"compute_overhead [0-9.]+ x the cost model's \+ layer_overhead_us [0-9.]+ per layer per "
+                r"micro-batch \([^)]*\)")
+
+    def three_pass(m):
+        return ("from %d 1-rank runs at each of %s micro-batch shapes (one per core at once; the shapes in turn, "
+                "twice, and once more after the pairs fits, each profiling the same tokens), forward + backward "
+                "fitted as compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per "
+                "micro-batch (%s)" % (runs, m.group(1), factor, fixed * 1e6, text))
+    source, n = re.subn(two_pass, three_pass, hw.get("source", ""))
+    if n != 1:
+        sys.exit(f"compute_fit: passes: {hw_path}'s source holds no two-pass compute fit to replace")
+    print(f"compute_fit: over every pass ({runs} runs a shape): compute_overhead {hw.get('compute_overhead')} -> "
+          f"{factor:.4f}, layer_overhead_us {hw.get('layer_overhead_us')} -> {fixed * 1e6:.1f} ({text})")
+    hw["source"] = source
+    hw["compute_overhead"] = round(factor, 4)
+    hw["layer_overhead_us"] = round(fixed * 1e6, 1)
+    hardware_json.write(hw_path, hw)
 
 
 def fit(model_s, measured_s):
@@ -89,8 +146,11 @@ def main(argv):
         print(f"{model_seconds(argv[1], int(argv[2]), int(argv[3])):.6f}")
     elif argv[:1] == ["refit"] and len(argv) == 2:
         refit(argv[1])
+    elif argv[:1] == ["passes"] and len(argv) == 3:
+        passes(argv[1], argv[2])
     else:
-        sys.exit(f"compute_fit: usage: compute_fit.py shapes | model-s HW CTX MB | refit HW (got: {' '.join(argv)})")
+        sys.exit("compute_fit: usage: compute_fit.py shapes | model-s HW CTX MB | refit HW | passes HW ROWS "
+                 f"(got: {' '.join(argv)})")
 
 
 if __name__ == "__main__":
