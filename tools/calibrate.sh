@@ -325,13 +325,13 @@ params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
 idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0.a/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
           $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0.a/run0.txt") ))"
 python3 - "$OUT" "$tok" "$idle" "$params" "$fit_rows" "$over" <<'PY'
-import json, re, sys
+import json, sys
 sys.path.insert(0, "tools")
 import compute_fit
 import hardware_json
+from compute_fit import mean_profile, profile_seconds
 out, measured, idle, params, fit_rows, over = sys.argv[1:]
-measured, params, m, depth = float(measured), float(params), compute_fit.M, compute_fit.DEPTH
-mean_profile, compute_s = compute_fit.mean_profile, compute_fit.profile_seconds
+measured, params, m = float(measured), float(params), compute_fit.M
 # measured = factor * model + fixed * calls, least squares on relative error.
 factor, fixed, shapes, fit = compute_fit.fit_rows(fit_rows)
 # Over the calibrations of planner-local r29-r97 the worst shape was within 6.6% but in r50 (8.6%);
@@ -345,7 +345,7 @@ if off > 0.08:
 prof = mean_profile(fit_rows.splitlines()[0].split("|")[1])
 step = prof["step_s"]
 # Twice the ranks on the same cores: each has half a core, so its compute would take twice as long.
-oversubscribed = max(1.0, compute_s(mean_profile(over)) / (2 * shapes[0][2]))
+oversubscribed = max(1.0, profile_seconds(mean_profile(over)) / (2 * shapes[0][2]))
 hw = json.load(open(out))
 hw["idle_rss_mb"] = float(idle)  # not read by the planner: the local validation's RSS offset
 hw["compute_overhead"] = round(factor, 4)
@@ -353,14 +353,11 @@ hw["layer_overhead_us"] = round(fixed * 1e6, 1)
 hw["oversubscribed_compute_factor"] = round(oversubscribed, 4)
 hw["optimizer_mparams_per_s"] = round(params / (step * prof["optimizer"] / 100) / 1e6, 2)
 hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (params * m) * 1e9, 4)
-hw["source"] += ("; from %d 1-rank runs at each of %d micro-batch shapes (one per core at once; the shapes in turn, "
-                 "twice, each profiling the same tokens), forward + backward fitted as "
-                 "compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per micro-batch (%s); "
-                 "at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping %.3f ns "
-                 "per parameter per reduction; twice as many runs at once: compute %.3f times slower per core "
+hw["source"] += ("; " + compute_fit.fit_sentence(fit_rows, "twice", factor, fixed, fit) +
+                 "; at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping "
+                 "%.3f ns per parameter per reduction; twice as many runs at once: compute %.3f times slower per core "
                  "(oversubscribed_compute_factor)"
-                 % (len(fit_rows.splitlines()[0].split("|")[1].split(";")), len(shapes), factor, fixed * 1e6, fit,
-                    measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
+                 % (measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
 hardware_json.write(out, hw)
 print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer %.1f Mparam/s, gradient bookkeeping "
       "%.3f ns/param/reduction (first shape, step %.4f s)" % (factor, fixed * 1e6, fit, hw["optimizer_mparams_per_s"],

@@ -78,27 +78,36 @@ def fit_rows(rows):
     return factor, fixed, shapes, text
 
 
+def runs_a_shape(rows):
+    return len(rows.strip().splitlines()[0].split("|")[1].split(";"))
+
+
+def fit_sentence(rows, passes, factor, fixed_s, text):
+    """How the source records the compute fit over ROWS measured in PASSES ("twice", ...)."""
+    return ("from %d 1-rank runs at each of %d micro-batch shapes (one per core at once; the shapes in turn, %s, "
+            "each profiling the same tokens), forward + backward fitted as compute_overhead %.3f x the cost model's + "
+            "layer_overhead_us %.0f per layer per micro-batch (%s)"
+            % (runs_a_shape(rows), len(rows.strip().splitlines()), passes, factor, fixed_s * 1e6, text))
+
+
+# fit_sentence(..., "twice", ...) as calibrate first writes it, whatever its numbers.
+FIT_SENTENCE_TWICE = (r"from \d+ 1-rank runs at each of \d+ micro-batch shapes \(one per core at once; the shapes in "
+                      r"turn, twice, each profiling the same tokens\), forward \+ backward fitted as compute_overhead "
+                      r"[0-9.]+ x the cost model's \+ layer_overhead_us [0-9.]+ per layer per micro-batch \([^)]*\)")
+
+
 def passes(hw_path, rows_path):
     """The compute fit of HW redone on every pass's runs in ROWS (see the module's usage)."""
     hw = json.load(open(hw_path))
     rows = open(rows_path).read()
     factor, fixed, _, text = fit_rows(rows)
-    runs = len(rows.strip().splitlines()[0].split("|")[1].split(";"))
-    two_pass = (r"from \d+ 1-rank runs at each of (\d+) micro-batch shapes \(one per core at once; the shapes "
-                r"in turn, twice, each profiling the same tokens\), forward \+ backward fitted as "
-                r"compute_overhead [0-9.]+ x the cost model's \+ layer_overhead_us [0-9.]+ per layer per "
-                r"micro-batch \([^)]*\)")
-
-    def three_pass(m):
-        return ("from %d 1-rank runs at each of %s micro-batch shapes (one per core at once; the shapes in turn, "
-                "twice, and once more after the pairs fits, each profiling the same tokens), forward + backward "
-                "fitted as compute_overhead %.3f x the cost model's + layer_overhead_us %.0f per layer per "
-                "micro-batch (%s)" % (runs, m.group(1), factor, fixed * 1e6, text))
-    source, n = re.subn(two_pass, three_pass, hw.get("source", ""))
+    sentence = fit_sentence(rows, "twice, and once more after the pairs fits", factor, fixed, text)
+    source, n = re.subn(FIT_SENTENCE_TWICE, lambda _: sentence, hw.get("source", ""))
     if n != 1:
         sys.exit(f"compute_fit: passes: {hw_path}'s source holds no two-pass compute fit to replace")
-    print(f"compute_fit: over every pass ({runs} runs a shape): compute_overhead {hw.get('compute_overhead')} -> "
-          f"{factor:.4f}, layer_overhead_us {hw.get('layer_overhead_us')} -> {fixed * 1e6:.1f} ({text})")
+    print(f"compute_fit: over every pass ({runs_a_shape(rows)} runs a shape): compute_overhead "
+          f"{hw.get('compute_overhead')} -> {factor:.4f}, layer_overhead_us {hw.get('layer_overhead_us')} -> "
+          f"{fixed * 1e6:.1f} ({text})")
     hw["source"] = source
     hw["compute_overhead"] = round(factor, 4)
     hw["layer_overhead_us"] = round(fixed * 1e6, 1)
