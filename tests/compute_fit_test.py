@@ -6,7 +6,8 @@ the fixed cost here), the fields calibrate writes after the fit left out (comput
 by ~1%). A description that records no times is refused with one line. `passes` (calibrate's fit
 redone over a third pass of the reference runs) fits the runs' PROFILE lines of every pass and
 rewrites the fit, the shape times and the run count in the source, and nothing else; a source without
-the two-pass fit is refused."""
+the two-pass fit is refused. The oversubscription factor recovers a known slowdown from sets measured
+in turn on a drifting box, one disturbed set left out by the median, and never reads under 1."""
 import json
 import os
 import sys
@@ -102,6 +103,32 @@ def check_passes(model, measured, base):
         raise AssertionError("a description without a two-pass fit was rewritten")
     except SystemExit as e:
         assert str(e) == f"compute_fit: passes: {path}'s source holds no two-pass compute fit to replace", str(e)
+    oversubscribed()
+
+
+def oversubscribed():
+    """compute_fit.oversubscribed_factor: each set of twice as many runs against the sets around it."""
+    def sets(times):  # one PROFILE line per run; forward + backward 95% of the step
+        return ";".join("rank=0 step_s=%.6f forward=35.0%% backward=60.0%% backward_input=0.0%% backward_weight=0.0%% "
+                        "recompute=0.0%% optimizer=5.0%%" % t for t in times)
+    slow = 1.12
+    # A box slowing 3% a set (sets alone at positions 0, 2, 4, 6; oversubscribed at 1, 3, 5): a set against
+    # its neighbours' mean is exact under a linear drift; against the first set alone they would read 1.14-1.20.
+    speed = [1 + 0.015 * pos for pos in range(7)]
+    alone = [sets([0.5 * speed[pos]] * 2) for pos in (0, 2, 4, 6)]
+    over = [sets([2 * slow * 0.5 * speed[pos]] * 4) for pos in (1, 3, 5)]
+    factor, ratios = compute_fit.oversubscribed_factor(alone, over)
+    assert abs(factor - slow) < 1e-9 and all(abs(r - slow) < 1e-9 for r in ratios), (factor, ratios)
+    # One disturbed set (its runs 30% slower) does not move the median.
+    factor, ratios = compute_fit.oversubscribed_factor(alone, over[:2] + [sets([1.3 * 2 * slow * 0.5 * speed[5]] * 4)])
+    assert abs(factor - slow) < 1e-9 and abs(ratios[2] - 1.3 * slow) < 1e-9, (factor, ratios)
+    # Half a core cannot compute faster than a whole one: ratios under 1 read 1.
+    assert compute_fit.oversubscribed_factor([sets([1.0])] * 2, [sets([1.8])])[0] == 1.0
+    try:
+        compute_fit.oversubscribed_factor(alone[:3], over)
+        raise AssertionError("three sets alone around three oversubscribed were accepted")
+    except ValueError as e:
+        assert "3 sets alone around 3 oversubscribed" in str(e), str(e)
 
 
 if __name__ == "__main__":

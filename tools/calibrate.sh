@@ -26,8 +26,9 @@
 #     compute_overhead and layer_overhead_us (their forward + backward times fitted as a factor on
 #     the cost model's + a fixed cost per layer per micro-batch: eager-mode costs shapes cannot
 #     see), the optimizer's rate, and the executor's gradient bookkeeping per parameter per
-#     micro-batch; then twice as many such runs at once (oversubscribed_compute_factor: how much
-#     slower a core computes while ranks outnumber cores);
+#     micro-batch; then twice as many such runs at once, three times, each between two sets of one
+#     per core (oversubscribed_compute_factor: how much slower a core computes while ranks outnumber
+#     cores);
 #   - the two-node links the local benches run over (tools/two_nodes.sh: 2 ranks per network
 #     namespace, 4 in all, joined by a veth pair): shaped (tc tbf 1gbit, inter_node) and unshaped
 #     (veth_unshaped, read only by ./zpp bench planner-local), each fitted as per-hop latency +
@@ -314,9 +315,19 @@ fit_rows() {  # PASSES (a glob class, e.g. ab): per shape "MODEL_S|PROFILE;PROFI
   done
 }
 fit_rows="$(fit_rows ab)"
-# Twice as many at once: how much slower a core computes while ranks outnumber cores.
-reference_runs $((2 * UNITS)) "$REF/over" 128 4
-over="$(cat "$REF"/over/run*.txt | grep -oP '(?<=PROFILE ).*')"
+# Twice as many at once: how much slower a core computes while ranks outnumber cores. OVER_SETS sets of
+# 2 x UNITS runs of the first shape, each between two sets of UNITS runs of it, each set timed against the
+# two around it (compute_fit.oversubscribed_factor: one set against the passes' mean followed the box's
+# drift, and the pp4 rows' errors followed it).
+OVER_SETS=3
+for ((k = 0; k < OVER_SETS; k++)); do
+  reference_runs "$UNITS" "$REF/alone$k" 128 4
+  reference_runs $((2 * UNITS)) "$REF/over$k" 128 4
+done
+reference_runs "$UNITS" "$REF/alone$OVER_SETS" 128 4
+profiles() { cat "$1"/run*.txt | grep -oP '(?<=PROFILE ).*' | paste -sd ';'; }
+alone="$(for ((k = 0; k <= OVER_SETS; k++)); do profiles "$REF/alone$k"; done)"
+over="$(for ((k = 0; k < OVER_SETS; k++)); do profiles "$REF/over$k"; done)"
 run1="$(cat "$REF"/shape0.[ab]/run*.txt)"
 tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' |
   awk '{ s += $1 } END { print s / NR }')"
@@ -324,13 +335,13 @@ params="$(grep -oP '[0-9]+(?= parameters)' <<<"$run1" | head -1)"
 # The idle process's RSS (what the benches' "net" figures leave out): peak minus peak net.
 idle="$(( $(grep -oP '(?<=DONE ).*' "$REF/shape0.a/run0.txt" | grep -oP '(?<=peak_rss_mb=)[0-9]+') - \
           $(grep -oP '(?<=peak_rss_net_mb=)[0-9]+' "$REF/shape0.a/run0.txt") ))"
-python3 - "$OUT" "$tok" "$idle" "$params" "$fit_rows" "$over" <<'PY'
+python3 - "$OUT" "$tok" "$idle" "$params" "$fit_rows" "$alone" "$over" <<'PY'
 import json, sys
 sys.path.insert(0, "tools")
 import compute_fit
 import hardware_json
-from compute_fit import mean_profile, profile_seconds
-out, measured, idle, params, fit_rows, over = sys.argv[1:]
+from compute_fit import mean_profile
+out, measured, idle, params, fit_rows, alone, over = sys.argv[1:]
 measured, params, m = float(measured), float(params), compute_fit.M
 # measured = factor * model + fixed * calls, least squares on relative error.
 factor, fixed, shapes, fit = compute_fit.fit_rows(fit_rows)
@@ -345,7 +356,7 @@ if off > 0.08:
 prof = mean_profile(fit_rows.splitlines()[0].split("|")[1])
 step = prof["step_s"]
 # Twice the ranks on the same cores: each has half a core, so its compute would take twice as long.
-oversubscribed = max(1.0, profile_seconds(mean_profile(over)) / (2 * shapes[0][2]))
+oversubscribed, over_ratios = compute_fit.oversubscribed_factor(alone.splitlines(), over.splitlines())
 hw = json.load(open(out))
 hw["idle_rss_mb"] = float(idle)  # not read by the planner: the local validation's RSS offset
 hw["compute_overhead"] = round(factor, 4)
@@ -356,14 +367,17 @@ hw["grad_handling_ns_per_param"] = round(step * prof["comm_calls"] / 100 / (para
 hw["source"] += ("; " + compute_fit.fit_sentence(fit_rows, "twice", factor, fixed, fit) +
                  "; at the first (mean %.0f tokens/s, step %.4f s): optimizer %.1f Mparam/s, gradient bookkeeping "
                  "%.3f ns per parameter per reduction; twice as many runs at once: compute %.3f times slower per core "
-                 "(oversubscribed_compute_factor)"
-                 % (measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed))
+                 "(oversubscribed_compute_factor: the median of %d sets, each against the sets of one run per core "
+                 "just before and after it: %s)"
+                 % (measured, step, hw["optimizer_mparams_per_s"], hw["grad_handling_ns_per_param"], oversubscribed,
+                    len(over_ratios), "/".join("%.3f" % r for r in over_ratios)))
 hardware_json.write(out, hw)
 print("calibrate: compute_overhead %.3f, layer_overhead_us %.0f (%s); optimizer %.1f Mparam/s, gradient bookkeeping "
       "%.3f ns/param/reduction (first shape, step %.4f s)" % (factor, fixed * 1e6, fit, hw["optimizer_mparams_per_s"],
                                                                 hw["grad_handling_ns_per_param"], step))
-print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores)" % (oversubscribed,
-                                                                           len(over.splitlines()), hw["shared_compute_units"]))
+print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores, %d sets: %s)"
+      % (oversubscribed, len(over.splitlines()[0].split(";")), hw["shared_compute_units"], len(over_ratios),
+         "/".join("%.3f" % r for r in over_ratios)))
 PY
 # Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
 tools/calibrate_pairs.sh "$OUT"

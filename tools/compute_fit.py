@@ -21,6 +21,7 @@ layer_overhead_us x (layer calls), least squares on relative error (relative_fit
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -76,6 +77,23 @@ def fit_rows(rows):
     factor, fixed = fit([p for p, _, _ in shapes], [y for _, _, y in shapes])
     text = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
     return factor, fixed, shapes, text
+
+
+def oversubscribed_factor(alone, over):
+    """How much slower a core computes while twice as many 1-rank runs as cores share the box, from sets
+    measured in turn: alone[k] and alone[k + 1] the PROFILE lines of one run per core just before and just
+    after over[k], twice as many runs at once (each a text of PROFILE lines, ';' or newline between). Each
+    set of over is timed against the mean of the two sets around it, so a box whose speed moves over the
+    minutes they take cancels to first order (one set against the passes' mean, as calibrate did until
+    2026-11-29, read 1.000-1.202 over planner-local r100-r125 and its errors followed the pp4 rows';
+    three sets bracketed on r125's box minutes later read 1.085, 1.126 and 0.908). Returns (the median of
+    the sets' ratios, at least 1: half a core cannot compute faster than a whole one; the ratios)."""
+    if len(alone) != len(over) + 1 or not over:
+        raise ValueError("oversubscribed_factor: %d sets alone around %d oversubscribed, expected one more alone"
+                         % (len(alone), len(over)))
+    fb = [profile_seconds(mean_profile(text)) for text in alone]
+    ratios = [profile_seconds(mean_profile(text)) / (fb[k] + fb[k + 1]) for k, text in enumerate(over)]
+    return max(1.0, statistics.median(ratios)), ratios
 
 
 def runs_a_shape(rows):
