@@ -85,7 +85,7 @@ def oversubscribed_factor(alone, over):
     after over[k], twice as many runs at once (each a text of PROFILE lines, ';' or newline between). Each
     set of over is timed against the mean of the two sets around it, so a box whose speed moves over the
     minutes they take cancels to first order (one set against the passes' mean, as calibrate did until
-    2026-11-29, read 1.000-1.202 over planner-local r100-r125 and its errors followed the pp4 rows';
+    2026-11-29, read 1.000-1.202 over planner-local r100-r125, and the pp4 rows' errors followed it;
     three sets bracketed on r125's box minutes later read 1.085, 1.126 and 0.908). Returns (the median of
     the sets' ratios, at least 1: half a core cannot compute faster than a whole one; the ratios)."""
     if len(alone) != len(over) + 1 or not over:
