@@ -309,9 +309,10 @@ for k in "${!SHAPES[@]}"; do
   read -r ctx mb <<<"${SHAPES[$k]}"
   model_s+=("$(python3 tools/compute_fit.py model-s "$OUT" "$ctx" "$mb")")
 done
+profiles() { cat "$@" | grep -oP '(?<=PROFILE ).*' | paste -sd ';'; }  # FILES: their PROFILE lines, ';' between
 fit_rows() {  # PASSES (a glob class, e.g. ab): per shape "MODEL_S|PROFILE;PROFILE..." over those passes' runs
   for k in "${!SHAPES[@]}"; do
-    echo "${model_s[$k]}|$(cat "$REF/shape$k".[$1]/run*.txt | grep -oP '(?<=PROFILE ).*' | paste -sd ';')"
+    echo "${model_s[$k]}|$(profiles "$REF/shape$k".[$1]/run*.txt)"
   done
 }
 fit_rows="$(fit_rows ab)"
@@ -325,9 +326,8 @@ for ((k = 0; k < OVER_SETS; k++)); do
   reference_runs $((2 * UNITS)) "$REF/over$k" 128 4
 done
 reference_runs "$UNITS" "$REF/alone$OVER_SETS" 128 4
-profiles() { cat "$1"/run*.txt | grep -oP '(?<=PROFILE ).*' | paste -sd ';'; }
-alone="$(for ((k = 0; k <= OVER_SETS; k++)); do profiles "$REF/alone$k"; done)"
-over="$(for ((k = 0; k < OVER_SETS; k++)); do profiles "$REF/over$k"; done)"
+alone="$(for ((k = 0; k <= OVER_SETS; k++)); do profiles "$REF/alone$k"/run*.txt; done)"
+over="$(for ((k = 0; k < OVER_SETS; k++)); do profiles "$REF/over$k"/run*.txt; done)"
 run1="$(cat "$REF"/shape0.[ab]/run*.txt)"
 tok="$(grep -oP '(?<=BENCH ).*' <<<"$run1" | grep -oP '(?<=tokens_per_s=)[0-9.]+' |
   awk '{ s += $1 } END { print s / NR }')"
