@@ -30,6 +30,11 @@
 #                                        links by tools/link_fit.py from the sweeps it printed), and
 #                                        the rows' bias and spread per layout over the runs (needs a
 #                                        git checkout)
+#   ./zpp bench planner-local --history --set FIELD=VALUE
+#                                        the same, with one numeric top-level field of every run's
+#                                        calibration set to VALUE before its compute fit is redone
+#                                        (a what-if: what a term no calibration measures would move,
+#                                        e.g. action_overhead_us; never a RESULT a target is met by)
 #   ./zpp bench planner-local --cross    every committed --fresh output whose calibration measured
 #                                        the transport's CPU per link (r71 on), predicted with each
 #                                        OTHER such run's calibration: one calibration of the machine
@@ -61,6 +66,13 @@ if [[ "$1" == --from && "${3:-}" == --hardware ]]; then
   set -- "$1" "$2"
 fi
 POOL=0
+SET_FIELD="" SET_VALUE=""
+if [[ "$1" == --history && "${2:-}" == --set ]]; then
+  [[ $# == 3 && "$3" =~ ^([a-z_]+)=([0-9]+([.][0-9]+)?)$ ]] ||
+    { echo "planner-local: --history --set: got '${3:-}', expected one FIELD=VALUE (a top-level field, a number)" >&2; exit 2; }
+  SET_FIELD="${BASH_REMATCH[1]}" SET_VALUE="${BASH_REMATCH[2]}"
+  set -- --history
+fi
 if [[ "$1" == --pooled ]]; then
   [[ $# == 2 && "$2" =~ ^[1-9][0-9]?$ ]] ||
     { echo "planner-local: --pooled: got '${2:-}', expected how many earlier calibrations to pool (1-99)" >&2; exit 2; }
@@ -117,6 +129,7 @@ case "$1" in
     # nodes (r71 on), each with every other run's.
     if [[ "$1" == --history ]]; then KEY='"inter_node_idle"' RESULT_NAME=history
       ((POOL == 0)) || RESULT_NAME="pooled_$POOL"
+      [[ -z "$SET_FIELD" ]] || RESULT_NAME="whatif_$SET_FIELD"
     else KEY='"comm_cpu_inter_node_gbps"' RESULT_NAME=cross_calibration; fi
     NAMES=()
     for f in $(ls benchmarks/results/planner-local-*-r[0-9]*.txt | grep -E -- '-r[0-9]+\.txt$' | sort -V); do
@@ -126,6 +139,11 @@ case "$1" in
       git show --name-only --format= "$added" | grep -qx "$HW" || continue
       git show "$added:$HW" >"$WORK/$run.json"
       grep -q "$KEY" "$WORK/$run.json" || continue
+      if [[ -n "$SET_FIELD" ]]; then  # before the refit: the compute fit must see the term it shares the times with
+        python3 -c "import json, sys; sys.path.insert(0, 'tools'); import hardware_json
+h = json.load(open(sys.argv[1])); h[sys.argv[2]] = float(sys.argv[3]); hardware_json.write(sys.argv[1], h)" \
+          "$WORK/$run.json" "$SET_FIELD" "$SET_VALUE"
+      fi
       # Its compute fit redone by the current cost model from the times its calibration measured,
       # as ./zpp calibrate would fit them now (tools/compute_fit.py): what the cost model charges
       # apart, the fixed cost per layer must not take in a second time.
@@ -164,7 +182,8 @@ case "$1" in
       echo "# ${#RUNS[@]} runs, each predicted by the current planner with the median of its own calibration and the" \
         "$POOL committed before it (field by field)"
     elif [[ "$1" == --history ]]; then
-      echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it"
+      echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it" \
+        "${SET_FIELD:+(a what-if: $SET_FIELD set to $SET_VALUE in every one)}"
     else
       echo "# ${#NAMES[@]} runs (${NAMES[*]}), each predicted by the current planner with every other run's calibration:" \
         "${#RUNS[@]} pairs, labelled MEASURED@CALIBRATION"

@@ -282,6 +282,37 @@ TEST(Planner, SameNodePipelineTransfersTakeTheMeasuredP2pLink) {
   EXPECT_DOUBLE_EQ(c.inter.bytes_per_s, box.inter.Effective() / 4);
 }
 
+// A fixed cost per chunk action (action_overhead_us): added once to each chunk's F and B, and with a
+// split backward (zb-h1, zeropp) to Bi and W each; an interleaved stage's two chunks pay it twice
+// as often as one chunk of the same layers, which is all that tells it from layer_overhead_us.
+TEST(Planner, ActionOverheadIsPaidPerChunkAction) {
+  const ModelShape m = Small();
+  Hardware with = Toy();
+  with.action_overhead_s = 400e-6;
+  const Hardware plain = Toy();
+  for (const char* schedule : {"1f1b", "interleaved", "zb-h1"}) {
+    Layout l;
+    l.design = Design::k3D;
+    l.schedule = schedule;
+    l.pp = 2, l.micro_batch = 2;
+    l.v = std::string(schedule) == "interleaved" ? 2 : 1;
+    const scheduler::CostModel a = BuildCostModel(m, l, with, 4), b = BuildCostModel(m, l, plain, 4);
+    ASSERT_EQ(a.virtual_stage_extra.size(), static_cast<size_t>(2 * l.v)) << schedule;
+    const double w = std::string(schedule) == "zb-h1" ? 400e-6 : 0.0;
+    for (size_t i = 0; i < a.virtual_stage_extra.size(); ++i) {
+      EXPECT_NEAR(a.virtual_stage_extra[i].forward_s - b.virtual_stage_extra[i].forward_s, 400e-6, 1e-15) << schedule;
+      EXPECT_NEAR(a.virtual_stage_extra[i].backward_input_s - b.virtual_stage_extra[i].backward_input_s, 400e-6, 1e-15);
+      EXPECT_NEAR(a.virtual_stage_extra[i].backward_weight_s - b.virtual_stage_extra[i].backward_weight_s, w, 1e-15);
+    }
+    EXPECT_DOUBLE_EQ(a.forward_s, b.forward_s);  // the per-layer costs are untouched
+  }
+  // One rank, one chunk, 4 micro-batches: its busy time grows by 2 actions a micro-batch.
+  Layout one;
+  one.design = Design::k3D;
+  one.micro_batch = 2;
+  EXPECT_NEAR(Predict(m, one, with, 8).compute_s - Predict(m, one, plain, 8).compute_s, 4 * 2 * 400e-6, 1e-9);
+}
+
 // The executor's gradient bookkeeping (grad_handling_ns_per_param, measured per parameter of a unit
 // per reduction at a whole core) is charged at each reduction in the program: ZeRO-3 reduces every
 // unit every micro-batch, a pipeline without sharding each chunk once a step. By hand with Small():

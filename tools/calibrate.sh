@@ -18,6 +18,10 @@
 #     --comm-cpu-only); the bytes sent per second of compute lost; then the same over two nodes of 2
 #     ranks, whose ring crosses the veth pair on half its hops (comm_cpu_inter_node_gbps: a byte
 #     between nodes);
+#   - the CPU a pipeline message costs (comm_cpu_us_per_message): a tiny GPT as a 2-rank pipeline at 1
+#     and 4 chunks per rank, short and long runs, the processes' CPU over the extra messages
+#     (tools/p2p_cpu.py), in place of collectives_bench's ping-pong of 2 ranks (P2P_CPU), which the
+#     source keeps;
 #   - the baseline resident memory of a rank (libtorch, corpus, runtime) from a 1-rank run of a
 #     16-wide model: the "reserved" memory every rank pays;
 #   - from 1-rank training runs of the zeropp-vs-3d GPT with --profile (no communication), one
@@ -270,6 +274,11 @@ hardware_json.write(out, hw)
 print("calibrate: wrote", out)
 print(hw["source"])
 PY
+# The CPU a pipeline message costs: a tiny 2-rank pipeline at 1 and 4 chunks per rank, the extra
+# messages' CPU (tools/p2p_cpu.py), in place of the ping-pong's (which bounces hot ranks and read a
+# quarter of it: the planner then put every schedule with more transfers per step further under its
+# measurement). Before the pairs fits, which fit the pipeline transfer's latency beside it.
+python3 tools/p2p_cpu.py measure "$OUT" | sed 's/^/calibrate: /'
 # The executor's costs that shapes miss: 1-rank runs of the zeropp-vs-3d GPT with --profile (no
 # communication), one per core at once, so that each sees the box as busy as a multi-rank run leaves
 # it (alone, a rank runs ~9% faster here: shared caches and memory), at three micro-batch shapes

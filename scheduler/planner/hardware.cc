@@ -137,6 +137,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
                                         : h.attention_efficiency;
   h.compute_overhead = r.Has("compute_overhead") ? r.Number("compute_overhead", 0.1, 100) : 1.0;
   if (r.Has("layer_overhead_us")) h.layer_overhead_s = r.Number("layer_overhead_us", 0, 1e6) * 1e-6;
+  if (r.Has("action_overhead_us")) h.action_overhead_s = r.Number("action_overhead_us", 0, 1e6) * 1e-6;
   if (r.Has("layer_dispatch_us")) h.layer_dispatch_s = r.Number("layer_dispatch_us", 0, 1e6) * 1e-6;
   if (r.Has("optimizer_mparams_per_s")) h.optimizer_params_per_s = r.Number("optimizer_mparams_per_s", 1e-3, 1e9) * 1e6;
   if (r.Has("grad_handling_ns_per_param")) {

@@ -28,6 +28,12 @@
 //                                dispatch and autograd bookkeeping per operator. Fitted with
 //                                compute_overhead by ./zpp calibrate from 1-rank runs of three
 //                                shapes; 0 on GPUs
+//   action_overhead_us           optional, default 0: fixed seconds (in us) each action of a
+//                                pipeline chunk costs (a forward, a backward, or a split
+//                                backward's input and weight halves each), whatever its layers:
+//                                the executor's and autograd's per-call work. No description sets
+//                                it: ./zpp calibrate's runs are one chunk, where it cannot be told
+//                                from layer_overhead_us (planner-local --history --set tries values)
 //   layer_dispatch_us            optional, default 0, GPUs: the host time (in us) to issue one
 //                                layer's forward and backward kernels for one micro-batch (eager
 //                                dispatch, autograd, launches). The host runs ahead of the device
@@ -171,6 +177,7 @@ struct Hardware {
   double attention_efficiency_flash_v1 = 0.5;  // = attention_efficiency unless the file sets it
   double compute_overhead = 1;
   double layer_overhead_s = 0;
+  double action_overhead_s = 0;
   double layer_dispatch_s = 0;
   double optimizer_params_per_s = 0;  // 0: memory-bound model
   double grad_handling_s_per_param = 0;

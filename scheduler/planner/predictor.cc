@@ -257,6 +257,18 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
       c.virtual_stage_extra[i].backward_weight_s += (copy_s[i] + add_s[i]) * co.compute_scale;
     }
   }
+  // A fixed cost per action of a chunk (Hardware::action_overhead_s): F, B, or under zb-h1 and
+  // zeropp Bi and W each, whatever the chunk's layers. Not scaled by compute_overhead. Default 0:
+  // no description sets it yet (what it would do: benchmarks/results/planner-local-chronicle.md,
+  // thirty-eighth session).
+  if (hw.action_overhead_s > 0) {
+    const bool split = l.schedule == "zb-h1" || l.schedule == "zeropp";
+    for (auto& x : c.virtual_stage_extra) {
+      x.forward_s += hw.action_overhead_s;
+      x.backward_input_s += hw.action_overhead_s;
+      if (split) x.backward_weight_s += hw.action_overhead_s;
+    }
+  }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
   c.activation_bytes = tokens * m.hidden * hw.value_bytes / (l.sequence_parallel ? l.tp : 1);
   // DeepSpeed's engine sends each tensor-parallel rank's 1/tp slice of an activation or gradient
