@@ -11,14 +11,14 @@ short one is the CPU of the extra steps, without the start-up; 4 chunks minus 1,
 of the extra stage boundaries; over the extra messages the simulator charges for them (per micro-batch
 and boundary: an activation, 2 messages on each side, and a gradient, 1 on each side; scheduler/
 simulator.cc), the CPU of one message. It takes in the extra chunk calls (autograd's and the
-executor's, a small part: user time grew 4-18 ms a step where system time grew 34-48 when this was
+executor's, a small part: user time grew 4-18 ms a step where system time grew 34-40 when this was
 first measured), as a pipeline's messages come with them.
 
 Why not the ping-pong (collectives_bench P2P_CPU, 43.5 us a message in planner-local r126's
 calibration): two ranks bouncing a message back to back wake each other while hot. Between pipeline
-computations each transfer sleeps and wakes a thread; measured this way the same box charged 149-183 us
-a message (2026-11-29), and the planner, charging 43.5, predicted every schedule with more transfers
-per step faster than the ones with fewer (benchmarks/results/planner-local-chronicle.md, thirty-eighth
+computations each transfer sleeps and wakes a thread; measured this way the same box charged 152-183 us
+a message (2026-11-29), and the planner, charging 43.5, put the schedules with more transfers per
+step further under their measurements (benchmarks/results/planner-local-chronicle.md, thirty-eighth
 session).
 
   p2p_cpu.py measure OUT.json   measure, print one line, write comm_cpu_us_per_message into OUT.json
