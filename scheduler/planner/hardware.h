@@ -118,9 +118,10 @@
 //                                its bytes; a transfer between pipeline stages on different nodes
 //                                on all. Default: comm_cpu_gbps
 //   comm_cpu_us_per_message      optional, CPU boxes, default 0: the CPU one point-to-point message
-//                                takes each side, its size aside (a small message bounced between
-//                                two ranks: the transport's calls and wake-ups); a pipeline's
-//                                transfers pay it on both ranks
+//                                takes each side, its size aside (the transport's calls and
+//                                wake-ups; ./zpp calibrate: a tiny 2-rank pipeline's extra CPU per
+//                                extra message from 1 to 4 chunks per rank, tools/p2p_cpu.py); a
+//                                pipeline's transfers pay it on both ranks
 //   overlap_compute_slowdown     optional, default 0: how much longer computation takes while a
 //                                collective of the comm stream runs beside it (NCCL's kernels take
 //                                SMs and memory bandwidth from the GEMMs they overlap): 0.189 is
