@@ -39,6 +39,7 @@ M = 8  # micro-batches per step
 CHUNKS = (1, 4)
 STEPS = (50, 250)  # short, long
 REPEATS = 2
+TIMEOUT_S = 600
 MODEL = ["--width", "16", "--depth", "8", "--heads", "1", "--context", "8", "--microbatches", str(M),
          "--micro-batch", "1", "--pp", "2", "--log-every", "100000"]
 
@@ -62,9 +63,13 @@ def cpu_of_run(chunks, steps, port):
     """Process CPU seconds (user + system, all descendants) of one 2-rank run."""
     schedule = ["--schedule", "1f1b"] if chunks == 1 else ["--schedule", "interleaved", "--chunks", str(chunks)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(["bazel-bin/tools/launcher", "--nproc-per-node", "2", "--master-port", str(port), "--",
-                        "bazel-bin/tools/train"] + MODEL + ["--steps", str(steps)] + schedule,
-                       capture_output=True, text=True)
+    try:  # a run takes 2-20 s here; killed at the timeout, the launcher takes its ranks with it (PDEATHSIG)
+        p = subprocess.run(["bazel-bin/tools/launcher", "--nproc-per-node", "2", "--master-port", str(port), "--",
+                            "bazel-bin/tools/train"] + MODEL + ["--steps", str(steps)] + schedule,
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        sys.exit("p2p_cpu: the %d-chunk run of %d steps did not finish in %d s (expected well under a minute)"
+                 % (chunks, steps, TIMEOUT_S))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
