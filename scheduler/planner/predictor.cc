@@ -240,6 +240,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // benchmarks/baseline_3d's tensor-parallel linears, autograd Functions of their own), so only
   // the rest land. The simulator's W is the same for every micro-batch: each carries the average;
   // micro_batches unknown (0): every micro-batch copies.
+  const bool split_backward = l.schedule == "zb-h1" || l.schedule == "zeropp";
   std::vector<double> copy_s(chunks.size(), 0.0), add_s(chunks.size(), 0.0), add_values(chunks.size(), 0.0);
   if (l.design != Design::k3D || l.grad_accumulation == Layout::GradAccumulation::kSink) {
     const double mb = micro_batches > 0 ? micro_batches : 1.0;
@@ -248,7 +249,7 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     if (l.design == Design::kZeroPP && micro_batches > 0) reductions = std::ceil(mb / std::max(l.u, 1));
     const double written = l.design == Design::kZero3 && l.reduce_fp32 ? 4.0 : hw.value_bytes;
     const double copies = reductions / mb, adds = (mb - reductions) / mb;  // per micro-batch
-    const bool direct = (l.schedule == "zb-h1" || l.schedule == "zeropp") && l.tp == 1;
+    const bool direct = split_backward && l.tp == 1;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const double landed = (chunks[i].params - (direct ? chunks[i].gemm_params : 0.0)) / l.tp;
       copy_s[i] = copies * landed * (hw.value_bytes + written) / hw.ElementwiseBytesPerSecond();
@@ -262,11 +263,10 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   // no description sets it yet (what it would do: benchmarks/results/planner-local-chronicle.md,
   // thirty-eighth session).
   if (hw.action_overhead_s > 0) {
-    const bool split = l.schedule == "zb-h1" || l.schedule == "zeropp";
     for (auto& x : c.virtual_stage_extra) {
       x.forward_s += hw.action_overhead_s;
       x.backward_input_s += hw.action_overhead_s;
-      if (split) x.backward_weight_s += hw.action_overhead_s;
+      if (split_backward) x.backward_weight_s += hw.action_overhead_s;
     }
   }
   const double tokens = static_cast<double>(m.seq) * l.micro_batch;
