@@ -30,9 +30,10 @@
 #                                        links by tools/link_fit.py from the sweeps it printed), and
 #                                        the rows' bias and spread per layout over the runs (needs a
 #                                        git checkout)
-#   ./zpp bench planner-local --history --set FIELD=VALUE
-#                                        the same, with one numeric top-level field of every run's
-#                                        calibration set to VALUE before its compute fit is redone
+#   ./zpp bench planner-local --history --set FIELD=VALUE[,FIELD=VALUE...]
+#                                        the same, with numeric fields of every run's calibration
+#                                        (dots into objects: matmul.cold_weight_gbps) set to VALUE
+#                                        before its compute fit is redone
 #                                        (a what-if: what a term no calibration measures would move,
 #                                        e.g. action_overhead_us; never a RESULT a target is met by)
 #   ./zpp bench planner-local --cross    every committed --fresh output whose calibration measured
@@ -68,9 +69,11 @@ fi
 POOL=0
 SET_FIELD="" SET_VALUE=""
 if [[ "$1" == --history && "${2:-}" == --set ]]; then
-  [[ $# == 3 && "$3" =~ ^([a-z_]+)=([0-9]+([.][0-9]+)?)$ ]] ||
-    { echo "planner-local: --history --set: got '${3:-}', expected one FIELD=VALUE (a top-level field, a number)" >&2; exit 2; }
-  SET_FIELD="${BASH_REMATCH[1]}" SET_VALUE="${BASH_REMATCH[2]}"
+  SETTING='[a-z_]+([.][a-z_]+)*=[0-9]+([.][0-9]+)?'
+  [[ $# == 3 && "$3" =~ ^$SETTING(,$SETTING)*$ ]] ||
+    { echo "planner-local: --history --set: got '${3:-}', expected FIELD=VALUE[,FIELD=VALUE...] (a field, dots" \
+        "into objects, and a number)" >&2; exit 2; }
+  SET_VALUE="$3" SET_FIELD="$(sed -E 's/=[0-9.]+//g; s/[.,]/_/g' <<<"$3")"
   set -- --history
 fi
 if [[ "$1" == --pooled ]]; then
@@ -141,8 +144,17 @@ case "$1" in
       grep -q "$KEY" "$WORK/$run.json" || continue
       if [[ -n "$SET_FIELD" ]]; then  # before the refit: the compute fit must see the term it shares the times with
         python3 -c "import json, sys; sys.path.insert(0, 'tools'); import hardware_json
-h = json.load(open(sys.argv[1])); h[sys.argv[2]] = float(sys.argv[3]); hardware_json.write(sys.argv[1], h)" \
-          "$WORK/$run.json" "$SET_FIELD" "$SET_VALUE"
+h = json.load(open(sys.argv[1]))
+for setting in sys.argv[2].split(','):
+    path, value = setting.split('=')
+    *outer, last = path.split('.')
+    d = h
+    for k in outer:
+        d = d.setdefault(k, {})
+        if not isinstance(d, dict):
+            sys.exit('planner-local: --history --set: %s: %s is a number in the description, not an object' % (setting, k))
+    d[last] = float(value)
+hardware_json.write(sys.argv[1], h)" "$WORK/$run.json" "$SET_VALUE"
       fi
       # Its compute fit redone by the current cost model from the times its calibration measured,
       # as ./zpp calibrate would fit them now (tools/compute_fit.py): what the cost model charges
@@ -183,7 +195,7 @@ h = json.load(open(sys.argv[1])); h[sys.argv[2]] = float(sys.argv[3]); hardware_
         "$POOL committed before it (field by field)"
     elif [[ "$1" == --history ]]; then
       echo "# ${#RUNS[@]} runs, each predicted by the current planner with the calibration committed beside it" \
-        "${SET_FIELD:+(a what-if: $SET_FIELD set to $SET_VALUE in every one)}"
+        "${SET_FIELD:+(a what-if: $SET_VALUE in every one)}"
     else
       echo "# ${#NAMES[@]} runs (${NAMES[*]}), each predicted by the current planner with every other run's calibration:" \
         "${#RUNS[@]} pairs, labelled MEASURED@CALIBRATION"

@@ -6,8 +6,11 @@ the fixed cost here), the fields calibrate writes after the fit left out (comput
 by ~1%). A description that records no times is refused with one line. `passes` (calibrate's fit
 redone over a third pass of the reference runs) fits the runs' PROFILE lines of every pass and
 rewrites the fit, the shape times and the run count in the source, and nothing else; a source without
-the two-pass fit is refused. The oversubscription factor recovers a known slowdown from sets measured
-in turn on a drifting box, one disturbed set left out by the median, and never reads under 1."""
+the two-pass fit is refused. With a measured fixed cost per layer (layer_overhead_probe_us) the fit
+keeps it and fits the factor alone: exact on a hand-worked case, the true factor where the probe is
+right, and refit and passes both take it from the description. The oversubscription factor recovers a
+known slowdown from sets measured in turn on a drifting box, one disturbed set left out by the median,
+and never reads under 1."""
 import json
 import os
 import sys
@@ -22,8 +25,15 @@ TMP = os.environ.get("TEST_TMPDIR", "/tmp")
 FACTOR, FIXED_US = 1.25, 900.0
 
 
-def main():
+def committed():
+    """The committed description without its measured fixed cost: the two-term fit is tested first."""
     hw = json.load(open(os.path.join(RUNFILES, "scheduler/planner/hardware/cpu-local.json")))
+    hw.pop("layer_overhead_probe_us", None)
+    return hw
+
+
+def main():
+    hw = committed()
     assert hw.get("compute_cv", 0) > 0, "the committed description should carry a post-fit field that moves compute_s"
     bare = {k: v for k, v in hw.items() if k not in compute_fit.WRITTEN_AT_OR_AFTER_FIT}
     for written_later in ("compute_overhead", "layer_overhead_us", "compute_cv", "comm_cv"):
@@ -56,8 +66,52 @@ def main():
     except SystemExit as e:
         want = f"compute_fit: {path}: source records 0 measured shape times, expected 3"
         assert str(e).startswith(want), str(e)
-    check_passes(model, measured, json.load(open(os.path.join(RUNFILES, "scheduler/planner/hardware/cpu-local.json"))))
+    check_passes(model, measured, committed())
+    check_probe(model, measured)
     print("compute_fit_test: PASS")
+
+
+def check_probe(model, measured):
+    """The fit with a measured fixed cost per layer call: the factor alone beside it."""
+    calls = compute_fit.DEPTH * compute_fit.M
+    # By hand: model 1 and 2 s, measured 2 and 3 s, 1 s of fixed cost a shape: exactly factor 1.
+    assert compute_fit.fit([1.0, 2.0], [2.0, 3.0], 1.0 / calls) == (1.0, 1.0 / calls)
+    # By hand, not exact: model 1 and 2 s, measured 2 and 5 s, fixed 1 s: p/y 1/2 and 2/5, 1 - c/y 1/2 and 4/5:
+    # (1/4 + 8/25) / (1/4 + 4/25) = 0.57 / 0.41.
+    got, _ = compute_fit.fit([1.0, 2.0], [2.0, 5.0], 1.0 / calls)
+    assert abs(got - 0.57 / 0.41) < 1e-12, got
+    # The true fixed cost gives back the true factor; none, the factor alone takes the fixed cost in.
+    factor, fixed = compute_fit.fit(model, measured, FIXED_US * 1e-6)
+    assert abs(factor - FACTOR) < 1e-9 and fixed == FIXED_US * 1e-6, (factor, fixed)
+    factor0, fixed0 = compute_fit.fit(model, measured, 0.0)
+    assert factor0 > 1.02 * FACTOR and fixed0 == 0.0, (factor0, fixed0)
+    # A fixed cost longer than the runs: one line, no factor.
+    try:
+        compute_fit.fit(model, measured, max(measured))
+        raise AssertionError("a fixed cost longer than the runs was fitted")
+    except SystemExit as e:
+        assert str(e).startswith("compute_fit: a fixed ") and "leaves no time for the work" in str(e), str(e)
+    # refit takes the probe from the description: a wrong two-term fit recorded, the probe's value kept.
+    hw = committed()
+    times = ", ".join("%.4f s measured / %.4f s fitted" % (y, y) for y in measured)
+    hw["source"] = ("...; forward + backward fitted as compute_overhead 9.999 x the cost model's + layer_overhead_us 1 "
+                    "per layer per micro-batch (%s); at the first ..." % times)
+    hw["layer_overhead_probe_us"] = 2 * FIXED_US
+    path = os.path.join(TMP, "probe.json")
+    hardware_json.write(path, hw)
+    compute_fit.refit(path)
+    got = json.load(open(path))
+    want, _ = compute_fit.fit(model, measured, 2 * FIXED_US * 1e-6)
+    assert got["layer_overhead_us"] == 2 * FIXED_US and abs(got["compute_overhead"] - want) < 1e-4, got
+    assert want < FACTOR, want  # the probe's larger fixed cost leaves less to the factor
+    # passes too: the six runs a shape (check_passes' rows) fitted beside the probe.
+    before = ("from 4 1-rank runs at each of 3 micro-batch shapes (one per core at once; the shapes in turn, twice, "
+              "each profiling the same tokens), forward + backward fitted as compute_overhead 9.000 x the cost "
+              "model's + layer_overhead_us 1 per layer per micro-batch (1.0 s measured / 1.0 s fitted)")
+    hardware_json.write(path, dict(hw, source=before))
+    compute_fit.passes(path, os.path.join(TMP, "rows.txt"))
+    got = json.load(open(path))
+    assert got["layer_overhead_us"] == 2 * FIXED_US and abs(got["compute_overhead"] - want) < 1e-3, got
 
 
 def profile(seconds, step_s=2.0):

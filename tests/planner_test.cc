@@ -239,6 +239,32 @@ TEST(CostModel, LayerCostByHand) {
   EXPECT_NEAR(t.tp_comm_s, 4 * ar, 1e-18);
   EXPECT_NEAR(t.backward_weight_s, gemm_f / 2, 1e-18);
 }
+// matmul.cold_weight_gbps: the passes that read a weight (forward, input gradient) each pay its bytes
+// at that rate, whatever the tokens; the weight gradient does not read it. By hand with Small() (bf16,
+// 2 bytes a value) at 20 GB/s: a layer's weights 64x192 + 64x64 + 64x256 + 256x64 values, the head's
+// 64x128.
+TEST(CostModel, ColdWeightsArePaidPerPassThatReadsThem) {
+  const ModelShape m = Small();
+  const Hardware plain = Toy();
+  const Hardware cold = ParseHardware(
+      std::string(fixtures::kHw).replace(std::string(fixtures::kHw).find("\"half_dim\": 0"), 13,
+                                         "\"half_dim\": 0, \"cold_weight_gbps\": 20"),
+      "cold");
+  EXPECT_DOUBLE_EQ(cold.cold_weight_bytes_per_s, 20e9);
+  const double layer = (64.0 * 192 + 64 * 64 + 64 * 256 + 256 * 64) * 2 / 20e9, head = 64.0 * 128 * 2 / 20e9;
+  for (const int mb : {1, 4}) {  // whatever the tokens
+    ComputeOptions o;
+    o.micro_batch = mb;
+    const ActionCost a = LayerCost(m, cold, o), b = LayerCost(m, plain, o);
+    EXPECT_NEAR(a.forward_s - b.forward_s, layer, 1e-15) << mb;
+    EXPECT_NEAR(a.backward_input_s - b.backward_input_s, layer, 1e-15) << mb;
+    EXPECT_DOUBLE_EQ(a.backward_weight_s, b.backward_weight_s) << mb;
+    const ActionCost ha = HeadCost(m, cold, o), hb = HeadCost(m, plain, o);
+    EXPECT_NEAR(ha.forward_s - hb.forward_s, head, 1e-15) << mb;
+    EXPECT_DOUBLE_EQ(ha.backward_weight_s, hb.backward_weight_s) << mb;
+  }
+  EXPECT_DOUBLE_EQ(ColdWeightSeconds(plain, 64, 64), 0.0);  // unset: nothing
+}
 // Flash attention: masked blocks skipped (half the dense core's FLOPs), backward 2.5x forward, at
 // attention_efficiency; FlashAttention 1's kernels (flash_v1) at attention_efficiency_flash_v1,
 // which defaults to attention_efficiency when the description does not set it.

@@ -6,7 +6,10 @@ The 1-rank reference runs (tools/reference_runs.sh: the zeropp-vs-3d GPT, DEPTH 
 at each of SHAPES take a measured forward + backward time per step; the planner's cost model gives
 its own (plan --predict compute_s: the layout those runs are, 3D of one stage on zeropp's engine,
 whose gradients land by a copy every micro-batch). The fit is measured = compute_overhead x model +
-layer_overhead_us x (layer calls), least squares on relative error (relative_fit.py).
+layer_overhead_us x (layer calls), least squares on relative error (relative_fit.py). Where the
+description holds layer_overhead_probe_us (measured apart by tools/layer_cost.py; no calibration
+writes it, a what-if sets it: planner-local --history --set), that is layer_overhead_us and the fit
+keeps only the factor.
   compute_fit.py shapes                 the shapes, one "CONTEXT MICRO_BATCH" per line
   compute_fit.py model-s HW CTX MB      the cost model's forward + backward seconds per step
   compute_fit.py refit HW               HW's compute_overhead and layer_overhead_us fitted again by the
@@ -67,14 +70,20 @@ def profile_seconds(prof):
     return prof["step_s"] * sum(prof[k] for k in parts) / 100
 
 
-def fit_rows(rows):
+def probe_s(hw):
+    """The description's measured fixed cost per layer (layer_overhead_probe_us) in seconds, or None."""
+    us = hw.get("layer_overhead_probe_us")
+    return None if us is None else float(us) * 1e-6
+
+
+def fit_rows(rows, fixed_s=None):
     """(factor, fixed_s, shapes, text) from per-shape "MODEL_S|PROFILE;..." rows: shapes as (model, layer calls,
-    measured) and text as the source records them ("A s measured / B s fitted, ...")."""
+    measured) and text as the source records them ("A s measured / B s fitted, ..."); `fixed_s`: as fit's."""
     shapes = []
     for row in rows.strip().splitlines():
         model_s, profiles = row.split("|")
         shapes.append((float(model_s), DEPTH * M, profile_seconds(mean_profile(profiles))))
-    factor, fixed = fit([p for p, _, _ in shapes], [y for _, _, y in shapes])
+    factor, fixed = fit([p for p, _, _ in shapes], [y for _, _, y in shapes], fixed_s)
     text = ", ".join("%.4f s measured / %.4f s fitted" % (y, factor * p + fixed * n) for p, n, y in shapes)
     return factor, fixed, shapes, text
 
@@ -118,7 +127,7 @@ def passes(hw_path, rows_path):
     """The compute fit of HW redone on every pass's runs in ROWS (see the module's usage)."""
     hw = json.load(open(hw_path))
     rows = open(rows_path).read()
-    factor, fixed, _, text = fit_rows(rows)
+    factor, fixed, _, text = fit_rows(rows, probe_s(hw))
     sentence = fit_sentence(rows, "twice, and once more after the pairs fits", factor, fixed, text)
     source, n = re.subn(FIT_SENTENCE_TWICE, lambda _: sentence, hw.get("source", ""))
     if n != 1:
@@ -132,10 +141,19 @@ def passes(hw_path, rows_path):
     hardware_json.write(hw_path, hw)
 
 
-def fit(model_s, measured_s):
+def fit(model_s, measured_s, fixed_s=None):
     """(compute_overhead, layer_overhead_s) for per-shape model and measured seconds; a negative fixed
-    cost falls back to the factor alone."""
+    cost falls back to the factor alone. With `fixed_s` (a measured cost per layer call), the factor
+    alone is fitted beside it: the least-squares factor on relative error, sum((p / y)(1 - c / y)) /
+    sum((p / y)^2) with c the shape's fixed seconds."""
     shapes = [(p, DEPTH * M, y) for p, y in zip(model_s, measured_s)]
+    if fixed_s is not None:
+        num = sum(p / y * (1 - fixed_s * n / y) for p, n, y in shapes)
+        factor = num / sum((p / y) ** 2 for p, _, y in shapes)
+        if factor <= 0:
+            sys.exit("compute_fit: a fixed %.0f us a layer call leaves no time for the work (measured %s s)"
+                     % (fixed_s * 1e6, "/".join("%.4f" % y for y in measured_s)))
+        return factor, fixed_s
     factor, fixed, factor_alone, _ = relative_fit.fit(shapes)
     if fixed < 0:
         factor, fixed = factor_alone, 0.0
@@ -157,7 +175,7 @@ def refit(hw_path):
         model = [model_seconds(tmp, ctx, mb) for ctx, mb in SHAPES]
     finally:
         os.remove(tmp)
-    factor, fixed = fit(model, measured)
+    factor, fixed = fit(model, measured, probe_s(hw))
     print(f"compute_fit: {os.path.basename(hw_path)}: compute_overhead {hw.get('compute_overhead')} -> {factor:.4f}, "
           f"layer_overhead_us {hw.get('layer_overhead_us')} -> {fixed * 1e6:.1f}")
     hw["compute_overhead"] = round(factor, 4)

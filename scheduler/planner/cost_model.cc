@@ -51,6 +51,10 @@ double LinearGemmSeconds(const Hardware& hw, GemmPass pass, double tokens, doubl
   return 2 * tokens * in * out / (hw.ComputeFlops() * LinearEfficiency(hw, pass, tokens, in, out));
 }
 
+double ColdWeightSeconds(const Hardware& hw, double in, double out) {
+  return hw.cold_weight_bytes_per_s > 0 ? in * out * hw.value_bytes / hw.cold_weight_bytes_per_s : 0.0;
+}
+
 double BusBytesPerSecond(const Hardware& hw, int ranks, int ranks_per_node) {
   const int g = std::max(1, std::min(ranks, ranks_per_node));
   if (ranks <= g) return hw.intra.Effective();
@@ -97,8 +101,10 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
   double column_di[2] = {0, 0};  // input-gradient GEMMs of the column-parallel QKV and MLP up
   for (int i = 0; i < 4; ++i) {
     const double out = gemms[i][0], in = gemms[i][1];
-    const double f = LinearGemmSeconds(hw, GemmPass::kForward, tokens, in, out);
-    const double di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, in, out);  // dX = dY W
+    // The passes that read the weight also bring it from memory where the cache does not hold it.
+    const double cold = ColdWeightSeconds(hw, in, out);
+    const double f = LinearGemmSeconds(hw, GemmPass::kForward, tokens, in, out) + cold;
+    const double di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, in, out) + cold;  // dX = dY W
     if (i % 2 == 0) column_di[i / 2] = di;
     const double dw = LinearGemmSeconds(hw, GemmPass::kWeightGrad, tokens, in, out);  // dW = dY^T X
     c.forward_s += f;
@@ -190,8 +196,9 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   const double t = o.tp, tokens = static_cast<double>(o.micro_batch) * m.seq;
   ActionCost c;
   const double n = m.vocab / t, k = m.hidden;
-  const double f = LinearGemmSeconds(hw, GemmPass::kForward, tokens, k, n),
-               di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, k, n),
+  const double cold = ColdWeightSeconds(hw, k, n);
+  const double f = LinearGemmSeconds(hw, GemmPass::kForward, tokens, k, n) + cold,
+               di = LinearGemmSeconds(hw, GemmPass::kInputGrad, tokens, k, n) + cold,
                dw = LinearGemmSeconds(hw, GemmPass::kWeightGrad, tokens, k, n);
   // Cross-entropy over the (vocab-parallel) logits: fp32 softmax, read logits, write gradient.
   const double ew = tokens * n * (hw.value_bytes + 4 + 4) / hw.ElementwiseBytesPerSecond();

@@ -50,6 +50,9 @@ double MatmulEfficiency(const Hardware& hw, double m, double n, double k);
 // shape, clamped to the grid's edges (beyond them the nearest edge's value: GEMMs saturate).
 double LinearEfficiency(const Hardware& hw, GemmPass pass, double tokens, double in, double out);
 double LinearGemmSeconds(const Hardware& hw, GemmPass pass, double tokens, double in, double out);
+// What one GEMM pass of a linear with an (out x in) weight pays beyond LinearGemmSeconds to move its
+// weight from memory at Hardware::cold_weight_bytes_per_s, whatever its tokens; 0 where unset.
+double ColdWeightSeconds(const Hardware& hw, double in, double out);
 
 enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
 // bytes: the whole (gathered / unreduced) buffer. ranks_per_node: how many of the group's ranks

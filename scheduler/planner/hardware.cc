@@ -136,6 +136,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
                                         ? r.Number("attention_efficiency_flash_v1", 1e-3, 1)
                                         : h.attention_efficiency;
   h.compute_overhead = r.Has("compute_overhead") ? r.Number("compute_overhead", 0.1, 100) : 1.0;
+  if (r.Has("matmul.cold_weight_gbps")) h.cold_weight_bytes_per_s = r.Number("matmul.cold_weight_gbps", 1e-3, 1e6) * 1e9;
   if (r.Has("layer_overhead_us")) h.layer_overhead_s = r.Number("layer_overhead_us", 0, 1e6) * 1e-6;
   if (r.Has("action_overhead_us")) h.action_overhead_s = r.Number("action_overhead_us", 0, 1e6) * 1e-6;
   if (r.Has("layer_dispatch_us")) h.layer_dispatch_s = r.Number("layer_dispatch_us", 0, 1e6) * 1e-6;

@@ -15,6 +15,16 @@
 //                                achieved/peak on the grid tokens x in x out (in and out both from
 //                                dims; each list flat, tokens slowest, out fastest); where present it
 //                                replaces the formula (see MatmulTable)
+//   matmul.cold_weight_gbps      optional, default none: the rate (GB/s) at which a linear's GEMM
+//                                brings a weight it reads (forward, input gradient) from memory
+//                                where the cache does not hold it, beyond the table's time (the table
+//                                times each shape again and again, its weight hot): each such pass of
+//                                each linear in a layer and in the head pays its weight's bytes at
+//                                this rate, whatever its tokens. benchmarks/cold_weights measures it
+//                                on a CPU box. No description sets it: in place of the compute fit's
+//                                fixed cost per layer it predicted this box's runs worse
+//                                (planner-local --history --set tries it; the chronicle, thirty-ninth
+//                                session)
 //   attention_efficiency         achieved/peak of the attention core (flash or batched GEMM)
 //   attention_efficiency_flash_v1  optional, default attention_efficiency: achieved/peak of the
 //                                attention core in the kernels of 2022-23 (FlashAttention 1, its
@@ -173,6 +183,7 @@ struct Hardware {
   double ComputeFlops() const { return value_bytes == 2 ? bf16_flops : fp32_flops; }
   double matmul_max_efficiency = 0.8;
   double matmul_half_dim = 128;
+  double cold_weight_bytes_per_s = 0;  // 0: none (matmul.cold_weight_gbps)
   MatmulTable matmul_table;  // empty: the formula
   double attention_efficiency = 0.5;
   double attention_efficiency_flash_v1 = 0.5;  // = attention_efficiency unless the file sets it
