@@ -38,6 +38,12 @@
 //                                dispatch and autograd bookkeeping per operator. Fitted with
 //                                compute_overhead by ./zpp calibrate from 1-rank runs of three
 //                                shapes; 0 on GPUs
+//   layer_overhead_probe_us      optional, read only by tools/compute_fit.py: a fixed cost per layer
+//                                call measured apart (tools/layer_cost.py: a tiny GPT at two depths);
+//                                where present the compute fit takes it as layer_overhead_us and fits
+//                                compute_overhead alone. No description sets it: in place of the
+//                                fitted intercept it predicted this box's runs worse (the chronicle,
+//                                thirty-ninth session)
 //   action_overhead_us           optional, default 0: fixed seconds (in us) each action of a
 //                                pipeline chunk costs (a forward, a backward, or a split
 //                                backward's input and weight halves each), whatever its layers:
