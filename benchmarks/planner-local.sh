@@ -41,6 +41,9 @@
 #                                        OTHER such run's calibration: one calibration of the machine
 #                                        predicting measurements taken hours apart, labelled
 #                                        MEASURED@CALIBRATION (needs a git checkout)
+#   ./zpp bench planner-local --cross --since rN
+#                                        the same over the runs from rN on (r127 on: the
+#                                        calibrations that measure the pipeline message's CPU)
 #   ./zpp bench planner-local --pooled N every run --history predicts, with the median of its own
 #                                        calibration and the N committed before it, field by field
 #                                        (benchmarks/calibration_median.py): whether a calibration
@@ -75,6 +78,13 @@ if [[ "$1" == --history && "${2:-}" == --set ]]; then
         "into objects, and a number)" >&2; exit 2; }
   SET_VALUE="$3" SET_FIELD="$(sed -E 's/=[0-9.]+//g; s/[.,]/_/g' <<<"$3")"
   set -- --history
+fi
+SINCE=0
+if [[ "$1" == --cross && "${2:-}" == --since ]]; then
+  [[ $# == 3 && "$3" =~ ^r[0-9]+$ ]] ||
+    { echo "planner-local: --cross --since: got '${3:-}', expected the first run to include, such as r127" >&2; exit 2; }
+  SINCE="${3#r}"
+  set -- --cross
 fi
 if [[ "$1" == --pooled ]]; then
   [[ $# == 2 && "$2" =~ ^[1-9][0-9]?$ ]] ||
@@ -133,10 +143,12 @@ case "$1" in
     if [[ "$1" == --history ]]; then KEY='"inter_node_idle"' RESULT_NAME=history
       ((POOL == 0)) || RESULT_NAME="pooled_$POOL"
       [[ -z "$SET_FIELD" ]] || RESULT_NAME="whatif_$SET_FIELD"
-    else KEY='"comm_cpu_inter_node_gbps"' RESULT_NAME=cross_calibration; fi
+    else KEY='"comm_cpu_inter_node_gbps"' RESULT_NAME=cross_calibration
+      ((SINCE == 0)) || RESULT_NAME="cross_calibration_since_r$SINCE"; fi
     NAMES=()
     for f in $(ls benchmarks/results/planner-local-*-r[0-9]*.txt | grep -E -- '-r[0-9]+\.txt$' | sort -V); do
       run="${f##*-}" run="${run%.txt}"
+      ((${run#r} >= SINCE)) || continue
       added="$(git log --diff-filter=A --format=%h -1 -- "$f")"
       # Its calibration: the cpu-local.json committed with it, if that commit wrote one.
       git show --name-only --format= "$added" | grep -qx "$HW" || continue
@@ -168,7 +180,7 @@ hardware_json.write(sys.argv[1], h)" "$WORK/$run.json" "$SET_VALUE"
     done
     ((${#NAMES[@]} > 0)) || { echo "planner-local: $1: no committed run with its calibration" >&2; exit 2; }
     [[ "$1" == --history || ${#NAMES[@]} -gt 1 ]] ||
-      { echo "planner-local: --cross: needs two runs or more (found ${NAMES[*]})" >&2; exit 2; }
+      { echo "planner-local: --cross: needs two runs or more (found ${NAMES[*]:-none})" >&2; exit 2; }
     if ((POOL > 0)); then
       # Each run's calibration replaced by the median of it and the POOL committed before it.
       for i in "${!NAMES[@]}"; do
