@@ -214,5 +214,5 @@ hardware_json.write(sys.argv[1], h)" "$WORK/$run.json" "$SET_VALUE"
     fi
     python3 benchmarks/planner_local_history.py --name "$RESULT_NAME" "${RUNS[@]}"
     ;;
-  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE, --history, --pooled N or --cross)" >&2; exit 2 ;;
+  *) echo "planner-local: unknown option '$1' (expected nothing, --fresh, --from FILE, --history, --pooled N or --cross [--since rN])" >&2; exit 2 ;;
 esac
