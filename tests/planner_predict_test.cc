@@ -373,6 +373,44 @@ TEST(Planner, CommunicationCpuFollowsTheLinkItCrosses) {
   EXPECT_DOUBLE_EQ(BuildCostModel(m, p, box, 4).p2p_cpu_s_per_byte, 1 / 0.5e9);
   EXPECT_DOUBLE_EQ(BuildCostModel(m, p, box, 4).comm_cpu_s_per_byte, 1 / 2e9);  // no sharding group
 }
+// A tensor-parallel collective's CPU outside its wait (Hardware::comm_cpu_messages_per_tp_collective,
+// in comm_cpu_us_per_message units) is compute on a CPU box, in the pass that issues it: per
+// micro-batch a layer's 2 forward and 2 backward (with sequence parallelism 4 and 6: the backward
+// gathers each column-parallel input again), the embedding's 1 forward, the head's 3 forward (the
+// loss's gather and two all-reduces; 4 with sequence parallelism) and 1 backward. The waits keep
+// their time; on a GPU nothing is charged.
+TEST(Planner, TensorParallelCollectivesTakeCpuOnACpuBox) {
+  Hardware box = Toy();
+  box.shared_compute_units = 2;
+  box.comm_cpu_s_per_message = 100e-6;
+  Hardware charged = box;
+  charged.comm_cpu_messages_per_tp_collective = 0.5;
+  const double each = 50e-6;
+  const ModelShape m = Small();
+  for (const bool sp : {false, true}) {
+    Layout l = Tp2(1);
+    l.micro_batch = 2, l.sequence_parallel = sp;
+    const scheduler::CostModel a = BuildCostModel(m, l, charged, 2), b = BuildCostModel(m, l, box, 2);
+    EXPECT_NEAR(a.forward_s - b.forward_s, m.layers * (sp ? 4 : 2) * each, 1e-15) << sp;
+    EXPECT_NEAR(a.backward_input_s - b.backward_input_s, m.layers * (sp ? 6 : 2) * each, 1e-15) << sp;
+    EXPECT_DOUBLE_EQ(a.backward_weight_s, b.backward_weight_s);
+    EXPECT_DOUBLE_EQ(a.forward_wait_s, b.forward_wait_s);
+    EXPECT_DOUBLE_EQ(a.backward_input_wait_s, b.backward_input_wait_s);
+    ASSERT_EQ(a.virtual_stage_extra.size(), 1u);  // one stage: the embedding and the head
+    EXPECT_NEAR(a.virtual_stage_extra[0].forward_s - b.virtual_stage_extra[0].forward_s, (1 + (sp ? 4 : 3)) * each,
+                1e-15) << sp;
+    EXPECT_NEAR(a.virtual_stage_extra[0].backward_input_s - b.virtual_stage_extra[0].backward_input_s, each, 1e-15);
+    Hardware gpu = charged;
+    gpu.shared_compute_units = 0;
+    Hardware gpu_plain = box;
+    gpu_plain.shared_compute_units = 0;
+    EXPECT_DOUBLE_EQ(BuildCostModel(m, l, gpu, 2).forward_s, BuildCostModel(m, l, gpu_plain, 2).forward_s);
+  }
+  Layout one;  // no tensor parallelism: nothing to charge
+  one.design = Design::k3D;
+  one.micro_batch = 2;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, one, charged, 1).forward_s, BuildCostModel(m, one, box, 1).forward_s);
+}
 // ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
 // time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the
 // default prefetch of one unit only each pass's first gather is waited on at once.

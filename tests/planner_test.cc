@@ -60,6 +60,13 @@ TEST(Hardware, ReadsEveryFieldAndRefusesBadOnes) {
   EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": 24"), "m.json").comm_cpu_s_per_message,
                    24e-6);
   EXPECT_THROW(ParseHardware(WithField(kHw, "\"comm_cpu_us_per_message\": -1"), "m.json"), std::invalid_argument);
+  // A tensor-parallel collective's CPU outside its wait, in those units: none unless set.
+  EXPECT_EQ(h.comm_cpu_messages_per_tp_collective, 0);
+  EXPECT_DOUBLE_EQ(
+      ParseHardware(WithField(kHw, "\"comm_cpu_messages_per_tp_collective\": 0.5"), "m.json").comm_cpu_messages_per_tp_collective,
+      0.5);
+  EXPECT_THROW(ParseHardware(WithField(kHw, "\"comm_cpu_messages_per_tp_collective\": -1"), "m.json"),
+               std::invalid_argument);
   // GPUs' computation slowed by the collectives it overlaps: none unless the description says so.
   EXPECT_EQ(h.overlap_compute_slowdown, 0);
   EXPECT_DOUBLE_EQ(ParseHardware(WithField(kHw, "\"overlap_compute_slowdown\": 0.189"), "o.json").overlap_compute_slowdown,

@@ -150,6 +150,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
                            : 2 * CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
     c.tp_forward_s = fwd;
     c.tp_comm_s = 2 * fwd;
+    c.tp_forward_calls = c.tp_backward_calls = o.sequence_parallel ? 4 : 2;
     if (o.sequence_parallel) {
       // A column-parallel linear keeps only its input's sequence shard for the backward and
       // gathers it again there for the weight gradient: 2 more all-gathers per layer. Blocking
@@ -160,6 +161,7 @@ ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptio
         c.tp_backward_extra_s += o.async_tp_backward ? std::max(0.0, gather - di * o.compute_scale) : gather;
       }
       c.tp_comm_s += c.tp_backward_extra_s;
+      c.tp_backward_calls += 2;
     }
   }
   // The fixed per-layer cost (eager dispatch): a third in the forward, a third in each backward
@@ -189,6 +191,7 @@ ActionCost EmbeddingCost(const ModelShape& m, const Hardware& hw, const ComputeO
   c.forward_s = o.sequence_parallel ? CollectiveSeconds(hw, CollectiveKind::kReduceScatter, act, o.tp, o.tp)
                                     : CollectiveSeconds(hw, CollectiveKind::kAllReduce, act, o.tp, o.tp);
   c.tp_comm_s = c.tp_forward_s = c.forward_s;
+  c.tp_forward_calls = 1;
   return c;
 }
 
@@ -226,6 +229,10 @@ ActionCost HeadCost(const ModelShape& m, const Hardware& hw, const ComputeOption
   c.elementwise_forward_values = 3 * tokens * n;  // logits read, softmax and gradient written
   c.elementwise_values = 2 * c.elementwise_forward_values;
   c.tp_comm_s = comm_f + comm_b;
+  if (o.tp > 1) {
+    c.tp_forward_calls = o.sequence_parallel ? 4 : 3;
+    c.tp_backward_calls = 1;
+  }
   c.tp_forward_s = comm_f;
   return c;
 }

@@ -96,6 +96,8 @@ struct ActionCost {
   double tp_comm_s = 0;
   double tp_forward_s = 0;
   double tp_backward_extra_s = 0;  // of tp_comm_s, in the backward beyond the forward's conjugates
+  // How many tensor-parallel collectives the forward and the backward issue (each rank).
+  double tp_forward_calls = 0, tp_backward_calls = 0;
   double Backward() const { return backward_input_s + backward_weight_s; }
 };
 

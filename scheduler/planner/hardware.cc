@@ -171,6 +171,9 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   if (r.Has("comm_cpu_us_per_message")) {
     h.comm_cpu_s_per_message = r.Number("comm_cpu_us_per_message", 0, 1e6) * 1e-6;
   }
+  if (r.Has("comm_cpu_messages_per_tp_collective")) {
+    h.comm_cpu_messages_per_tp_collective = r.Number("comm_cpu_messages_per_tp_collective", 0, 1000);
+  }
   if (r.Has("overlap_compute_slowdown")) {
     h.overlap_compute_slowdown = r.Number("overlap_compute_slowdown", 0, 10);
   }

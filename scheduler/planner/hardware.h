@@ -138,6 +138,9 @@
 //                                wake-ups; ./zpp calibrate: a tiny 2-rank pipeline's extra CPU per
 //                                extra message from 1 to 4 chunks per rank, tools/p2p_cpu.py); a
 //                                pipeline's transfers pay it on both ranks
+//   comm_cpu_messages_per_tp_collective optional, CPU boxes, default 0: the CPU a tensor-parallel
+//                                collective takes each of its ranks outside the wait, in
+//                                comm_cpu_us_per_message units (charged as the rank's compute)
 //   overlap_compute_slowdown     optional, default 0: how much longer computation takes while a
 //                                collective of the comm stream runs beside it (NCCL's kernels take
 //                                SMs and memory bandwidth from the GEMMs they overlap): 0.189 is
@@ -217,6 +220,7 @@ struct Hardware {
   double comm_cpu_bytes_per_s = 0;  // 0: intra.Effective()
   double comm_cpu_inter_bytes_per_s = 0;  // 0: CommCpuBytesPerSecond()
   double comm_cpu_s_per_message = 0;
+  double comm_cpu_messages_per_tp_collective = 0;
   double overlap_compute_slowdown = 0;
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
   double CommCpuInterBytesPerSecond() const {

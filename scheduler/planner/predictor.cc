@@ -178,9 +178,18 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
   co.compute_scale = hw.compute_overhead;
   co.async_tp_backward = hw.shared_compute_units == 0;  // GPUs: Megatron; a CPU box: benchmarks/baseline_3d
   const Hardware tp_links = TensorParallelLinks(hw, devices_on_box);
-  const ActionCost layer = LayerCost(m, tp_links, co);
-  const ActionCost head = HeadCost(m, tp_links, co);
-  const ActionCost embed = EmbeddingCost(m, tp_links, co);
+  ActionCost layer = LayerCost(m, tp_links, co);
+  ActionCost head = HeadCost(m, tp_links, co);
+  ActionCost embed = EmbeddingCost(m, tp_links, co);
+  // On a CPU box a tensor-parallel collective also costs its rank CPU outside its wait
+  // (Hardware::comm_cpu_messages_per_tp_collective): compute, shared with the box's other ranks.
+  if (hw.shared_compute_units > 0 && l.tp > 1 && hw.comm_cpu_messages_per_tp_collective > 0) {
+    const double each = hw.comm_cpu_messages_per_tp_collective * hw.comm_cpu_s_per_message;
+    for (ActionCost* a : {&layer, &head, &embed}) {
+      a->forward_s += a->tp_forward_calls * each;
+      a->backward_input_s += a->tp_backward_calls * each;
+    }
+  }
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
   scheduler::CostModel c;
   c.forward_s = layers_per_stage * layer.forward_s;
