@@ -58,10 +58,16 @@ def engine_jobs(depth, steps):
              "bazel-bin/tools/train", "--depth", str(depth), "--steps", str(steps)] + MODEL for j in range(2)]
 
 
-def per_layer(jobs):
-    """CPU seconds of one layer's forward + backward a micro-batch on one rank."""
-    per_step = {d: (cpu_of(jobs(d, STEPS[1])) - cpu_of(jobs(d, STEPS[0]))) / (STEPS[1] - STEPS[0]) for d in DEPTHS}
+def per_layer_cpu(cpu):
+    """CPU seconds of one layer's forward + backward a micro-batch on one rank, from the 2 ranks' CPU
+    seconds of each run, cpu[(depth, steps)] for DEPTHS x STEPS: the long run minus the short one per
+    extra step, the deeper model minus the shallower per extra layer, over 8 micro-batches and 2 ranks."""
+    per_step = {d: (cpu[d, STEPS[1]] - cpu[d, STEPS[0]]) / (STEPS[1] - STEPS[0]) for d in DEPTHS}
     return (per_step[DEPTHS[1]] - per_step[DEPTHS[0]]) / ((DEPTHS[1] - DEPTHS[0]) * 8 * 2)
+
+
+def per_layer(jobs):
+    return per_layer_cpu({(d, s): cpu_of(jobs(d, s)) for d in DEPTHS for s in STEPS})
 
 
 def main(argv):
