@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-RUNFILES = sys.argv[1]
+RUNFILES = os.environ["ZEROPP_RUNFILES"]
 sys.path.insert(0, os.path.join(RUNFILES, "tools"))
 import compute_fit  # noqa: E402
 import hardware_json  # noqa: E402

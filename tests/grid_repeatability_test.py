@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-RUNFILES = sys.argv[1]
+RUNFILES = os.environ["ZEROPP_RUNFILES"]
 TOOL = os.path.join(RUNFILES, "tools", "grid_repeatability.py")
 HW = os.path.join(RUNFILES, "scheduler", "planner", "hardware", "cpu-local.json")
 PLAN = os.path.join(RUNFILES, "tools", "plan")

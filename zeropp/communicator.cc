@@ -1,9 +1,6 @@
 #include "zeropp/communicator.h"
 
-#include "zeropp/flight_recorder.h"
-
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include <ATen/ops/add.h>
@@ -11,16 +8,19 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "zeropp/communicator_keys.h"
+#include "zeropp/flight_recorder.h"
 
 namespace zeropp {
 namespace {
+
+using comm_internal::kP2PSeqBase;
+using comm_internal::ProgressKey;
 
 using Clock = std::chrono::steady_clock;
 
@@ -32,34 +32,6 @@ int64_t NowUs() {
 constexpr int kTagMask = 0x0FFFFFFF;
 constexpr int kP2PTagBit = 0x10000000;
 constexpr int kUserTagBit = 0x20000000;
-// Point-to-point operations are numbered apart from collectives: ranks issue different p2p
-// sequences, while collective numbers must agree across the group.
-constexpr uint64_t kP2PSeqBase = uint64_t{1} << 40;
-
-std::string ProgressKey(int group_rank) { return absl::StrCat("progress/", group_rank); }
-// Liveness is job-wide: every communicator of a rank beats "zpp/alive/<global rank>" in the root
-// store (beneath the groups' prefixes), so any rank can tell which ranks of the job are dead.
-std::string AliveKey(int global_rank) { return absl::StrCat("zpp/alive/", global_rank); }
-c10::intrusive_ptr<c10d::Store> RootStore(const c10::intrusive_ptr<c10d::Store>& store) {
-  auto* prefix = dynamic_cast<c10d::PrefixStore*>(store.get());
-  return prefix ? prefix->getUnderlyingNonPrefixStore() : store;
-}
-int JobWorldSize(int fallback) {
-  const char* w = std::getenv("WORLD_SIZE");
-  int n = 0;
-  return w && absl::SimpleAtoi(w, &n) && n > 0 ? n : fallback;
-}
-// Liveness beats every kAliveEvery heartbeats (about 1 s): a peer whose beat stops is dead.
-constexpr int kAliveEvery = 5;
-
-// " (node N)" for a global rank when the job spans several nodes of LOCAL_WORLD_SIZE ranks each.
-std::string NodeOf(int global_rank) {
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  const char* world = std::getenv("WORLD_SIZE");
-  int l = 0, w = 0;
-  if (!local || !world || !absl::SimpleAtoi(local, &l) || !absl::SimpleAtoi(world, &w) || l <= 0 || w <= l) return "";
-  return absl::StrCat(" (node ", global_rank / l, ")");
-}
 
 // Offsets of `parts` near-equal chunks of `numel` elements (the first numel % parts get one more).
 std::vector<int64_t> EvenBounds(int64_t numel, int parts) {
@@ -170,81 +142,6 @@ CommStats Communicator::Stats() const {
   return stats_;
 }
 
-std::string Communicator::Describe(const OpRecord& r) const {
-  return absl::StrCat("[rank ", global_rank_, "] group '", name_, "' (", size(), " ranks) ",
-                      OpKindName(r.kind), " #", r.seq, " (", r.bytes, " bytes",
-                      r.peer >= 0 ? absl::StrCat(", peer ", r.peer) : "", ")");
-}
-
-std::string Communicator::Timeline() const {
-  std::vector<std::string> parts;
-  for (const auto& rec : log_.Snapshot()) parts.push_back(rec.ToString());
-  return absl::StrJoin(parts, ", ");
-}
-
-std::string Communicator::DescribeMissing(uint64_t seq, const std::vector<int>& only_peers) const {
-  std::vector<std::string> missing;
-  std::vector<int> peers = only_peers;
-  if (peers.empty()) {
-    for (int q = 0; q < size(); ++q) peers.push_back(q);
-  }
-  // Liveness of every rank of the job: read the beats, wait longer than a beat's period (which
-  // also gives the heartbeats time to publish progress), read again. A rank whose beat did not
-  // move is dead (killed, crashed, its node gone), whatever operation failed here.
-  const auto root = RootStore(store_);
-  const int world = JobWorldSize(*std::max_element(global_ranks_.begin(), global_ranks_.end()) + 1);
-  auto beats = [&] {
-    std::vector<std::string> b(world);
-    for (int g = 0; g < world; ++g) {
-      try {
-        if (g != global_rank_ && root->check({AliveKey(g)})) {
-          auto raw = root->get(AliveKey(g));
-          b[g] = std::string(raw.begin(), raw.end());
-        }
-      } catch (const std::exception&) {
-      }
-    }
-    return b;
-  };
-  const auto before = beats();
-  std::this_thread::sleep_for(kAliveEvery * options_.heartbeat + 2 * options_.heartbeat + std::chrono::milliseconds(50));
-  const auto after = beats();
-  std::vector<std::string> dead;
-  for (int g = 0; g < world; ++g) {
-    if (!before[g].empty() && before[g] == after[g]) dead.push_back(absl::StrCat(g, NodeOf(g)));
-  }
-  const std::string dead_text = dead.empty() ? "" : absl::StrCat("ranks no longer alive: ", absl::StrJoin(dead, ", "), "; ");
-  for (int q : peers) {
-    if (q == rank_) continue;
-    std::string who = absl::StrCat(global_ranks_[q], NodeOf(global_ranks_[q]));
-    try {
-      if (!store_->check({ProgressKey(q)})) {
-        missing.push_back(absl::StrCat(who, " (never joined)"));
-        continue;
-      }
-      auto raw = store_->get(ProgressKey(q));
-      uint64_t reached = 0;
-      (void)absl::SimpleAtoi(std::string(raw.begin(), raw.end()), &reached);
-      if (seq >= kP2PSeqBase) {
-        missing.push_back(absl::StrCat(who, " (did not match; its last collective was #", reached, ")"));
-      } else if (reached < seq) {
-        missing.push_back(absl::StrCat(who, " (last reached #", reached, ")"));
-      }
-    } catch (const std::exception& e) {
-      missing.push_back(absl::StrCat(who, " (store unreachable: ", e.what(), ")"));
-    }
-  }
-  if (missing.empty()) return dead_text + "every rank reached this operation (a peer failed or is slow inside it)";
-  return absl::StrCat(dead_text, "ranks that never arrived: ", absl::StrJoin(missing, ", "));
-}
-
-void Communicator::Fail(const OpRecord& r, const std::string& what,
-                        const std::vector<int>& suspects) const {
-  FlightRecorder::Dump(absl::StrCat(Describe(r), ": ", what));
-  throw CommError(absl::StrCat(Describe(r), ": ", what, "; ", DescribeMissing(r.seq, suspects),
-                               "; recent ops: ", Timeline()));
-}
-
 at::Tensor Communicator::ForBackend(const at::Tensor& t) const {
   if (!t.defined() || t.device() == backend_device_) return t;
   return t.to(backend_device_).contiguous();
@@ -346,40 +243,6 @@ void Communicator::WorkerLoop() {
       queue_.pop_front();
     }
     RunTask(task);
-  }
-}
-
-void Communicator::HeartbeatLoop() {
-  uint64_t published = 0, beats = 0;
-  const auto alive_store = RootStore(store_);
-  auto last_beat = std::chrono::steady_clock::now() - kAliveEvery * options_.heartbeat;
-  std::unique_lock<std::mutex> lock(hb_mu_);
-  while (true) {
-    hb_cv_.wait_for(lock, options_.heartbeat);
-    if (std::chrono::steady_clock::now() - last_beat >= kAliveEvery * options_.heartbeat) {
-      last_beat = std::chrono::steady_clock::now();
-      const std::string v = absl::StrCat(name_, ":", ++beats);  // unique per writer: any change is life
-      try {
-        alive_store->set(AliveKey(global_rank_), std::vector<uint8_t>(v.begin(), v.end()));
-      } catch (const std::exception&) {
-      }
-    }
-    uint64_t now = entered_seq_.load();
-    if (now != published) {
-      std::string v = absl::StrCat(now);
-      try {
-        store_->set(ProgressKey(rank_), std::vector<uint8_t>(v.begin(), v.end()));
-        published = now;
-      } catch (const std::exception&) {
-        // The store is gone (shutdown or master died); diagnosis will say so.
-      }
-    }
-    bool stop;
-    {
-      std::lock_guard<std::mutex> qlock(queue_mu_);
-      stop = stopping_ && queue_.empty();
-    }
-    if (stop) return;
   }
 }
 

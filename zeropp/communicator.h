@@ -137,9 +137,10 @@ class Communicator {
   static void FromBackend(const at::Tensor& dst, const at::Tensor& staged);
   void WorkerLoop();
   void RunTask(Task& task);  // on the worker (Gloo) or the issuing thread (NCCL)
+  std::string OpName(const char* kind) const;  // "[rank R] group 'NAME' KIND", for argument errors
+  // Liveness and diagnosis (communicator_liveness.cc).
   void HeartbeatLoop();
   std::string Describe(const OpRecord& r) const;
-  std::string OpName(const char* kind) const;  // "[rank R] group 'NAME' KIND", for argument errors
   // Reads the peers' published progress and names those behind `seq` (or with no progress).
   std::string DescribeMissing(uint64_t seq, const std::vector<int>& only_peers) const;
   std::string Timeline() const;

@@ -1,4 +1,0 @@
-#!/bin/bash
-# Runs p2p_fit_test.py against tools/p2p_fit.py in the runfiles.
-RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
-exec python3 "$(readlink -f "$RUNFILES/tests/p2p_fit_test.py")"
