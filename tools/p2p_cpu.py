@@ -59,22 +59,34 @@ def per_message(v1_short, v1_long, v4_short, v4_long):
     return (v4 - v1) / (messages_per_step(CHUNKS[1]) - messages_per_step(CHUNKS[0]))
 
 
-def cpu_of_run(chunks, steps, port):
-    """Process CPU seconds (user + system, all descendants) of one 2-rank run."""
-    schedule = ["--schedule", "1f1b"] if chunks == 1 else ["--schedule", "interleaved", "--chunks", str(chunks)]
+def cpu_of(commands, what, tool="p2p_cpu"):
+    """Process CPU seconds (user + system, every thread of every descendant) of `commands` run at once, read
+    from the kernel's accounting of waited-for children. On a timeout or a failure: one line naming `what`
+    (and `tool`), and exit. Killed at the timeout, a launcher takes its ranks with it (PDEATHSIG)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:  # a run takes 2-20 s here; killed at the timeout, the launcher takes its ranks with it (PDEATHSIG)
-        p = subprocess.run(["bazel-bin/tools/launcher", "--nproc-per-node", "2", "--master-port", str(port), "--",
-                            "bazel-bin/tools/train"] + MODEL + ["--steps", str(steps)] + schedule,
-                           capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        sys.exit("p2p_cpu: the %d-chunk run of %d steps did not finish in %d s (expected well under a minute)"
-                 % (chunks, steps, TIMEOUT_S))
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in commands]
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            sys.exit("%s: %s did not finish in %d s (expected well under a minute)" % (tool, what, TIMEOUT_S))
+        if p.returncode != 0:
+            for q in procs:
+                q.kill()
+            tail = out.strip().splitlines()[-1:] or ["no output"]
+            sys.exit("%s: %s failed (exit %d): %s" % (tool, what, p.returncode, tail[0]))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
-        sys.exit("p2p_cpu: the %d-chunk run of %d steps failed (exit %d): %s" % (chunks, steps, p.returncode, tail[0]))
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_of_run(chunks, steps, port):
+    """Process CPU seconds of one 2-rank run (a run takes 2-20 s here)."""
+    schedule = ["--schedule", "1f1b"] if chunks == 1 else ["--schedule", "interleaved", "--chunks", str(chunks)]
+    return cpu_of([["bazel-bin/tools/launcher", "--nproc-per-node", "2", "--master-port", str(port), "--",
+                    "bazel-bin/tools/train"] + MODEL + ["--steps", str(steps)] + schedule],
+                  "the %d-chunk run of %d steps" % (chunks, steps))
 
 
 def measure(out):

@@ -18,33 +18,17 @@ Most of it runs inside the wait, where both ranks of the pair block, so it is no
 
   tools/tp_cpu.py [REPEATS]     (default 2; about 2 minutes each on a 2-core box)
 """
-import resource
-import subprocess
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import p2p_cpu  # noqa: E402  (its cpu_of: the CPU of commands run at once)
 
 MODEL = ["--width", "16", "--heads", "2", "--context", "8", "--microbatches", "8", "--micro-batch", "1",
          "--log-every", "100000"]
 STEPS = (50, 250)  # short, long
 DEPTHS = (2, 8)
-TIMEOUT_S = 600
 COLLECTIVES_PER_LAYER = 4
-
-
-def cpu_of(commands):
-    """Process CPU seconds (user + system, all descendants) of the commands run at once."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in commands]
-    for p, c in zip(procs, commands):
-        try:
-            out, _ = p.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            sys.exit("tp_cpu: '%s' did not finish in %d s (expected well under a minute)" % (" ".join(c), TIMEOUT_S))
-        if p.returncode != 0:
-            tail = out.strip().splitlines()[-1:] or ["no output"]
-            sys.exit("tp_cpu: '%s' failed (exit %d): %s" % (" ".join(c), p.returncode, tail[0]))
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def tp_job(depth, steps):
@@ -67,7 +51,8 @@ def per_layer_cpu(cpu):
 
 
 def per_layer(jobs):
-    return per_layer_cpu({(d, s): cpu_of(jobs(d, s)) for d in DEPTHS for s in STEPS})
+    return per_layer_cpu({(d, s): p2p_cpu.cpu_of(jobs(d, s), "the depth-%d run of %d steps" % (d, s), tool="tp_cpu")
+                          for d in DEPTHS for s in STEPS})
 
 
 def main(argv):
