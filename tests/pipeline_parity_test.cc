@@ -127,7 +127,9 @@ TEST_P(PipelineParityTest, MatchesSingleProcessAdamW) {
     EXPECT_EQ(ranks[r].split.w_released, ranks[r].expect_w_released) << "rank " << r;
     w_released += ranks[r].split.w_released;
     // The trainer built its schedule with the cap: never more W's pending at a Bi than it allows.
-    if (c.pipe.max_deferred_w >= 0) EXPECT_LE(ranks[r].most_deferred, c.pipe.max_deferred_w) << "rank " << r;
+    if (c.pipe.max_deferred_w >= 0) {
+      EXPECT_LE(ranks[r].most_deferred, c.pipe.max_deferred_w) << "rank " << r;
+    }
     for (int s = 0; s < steps; ++s) {
       EXPECT_NEAR(ranks[r].losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "rank " << r << " step " << s;
       EXPECT_NEAR(ranks[r].norms[s], ref.norms[s], 1e-5 * std::abs(ref.norms[s])) << "rank " << r << " step " << s;

@@ -253,7 +253,9 @@ TEST(ScheduleTest, DeferralCapBoundsPendingWeightPasses) {
           ASSERT_TRUE(Validate(s, P2PMode::kEager).ok) << s.ToString();
           EXPECT_EQ(MostDeferred(s), std::min(cap, natural)) << s.ToString();
           for (int r = 0; r < pp; ++r) ASSERT_EQ(sorted(s, r), sorted(base, r)) << "rank " << r;
-          if (cap >= natural) EXPECT_EQ(s.ToString(), base.ToString());
+          if (cap >= natural) {
+            EXPECT_EQ(s.ToString(), base.ToString());
+          }
           ++checked;
         }
       }

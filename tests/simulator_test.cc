@@ -319,8 +319,12 @@ TEST(SimulatorTest, CollectivesSlowTheComputationTheyOverlap) {
   int seen = 0;
   for (const SimEvent& e : r.events) {
     const bool f = e.name == "F0.0", b = e.name == "B0.0", rs = e.name == "RS0";
-    if (f || b) EXPECT_NEAR(e.end_s, f ? 2.32 : 7.54, 1e-9) << e.name;
-    if (rs) EXPECT_NEAR(e.start_s, 7.54, 1e-9);
+    if (f || b) {
+      EXPECT_NEAR(e.end_s, f ? 2.32 : 7.54, 1e-9) << e.name;
+    }
+    if (rs) {
+      EXPECT_NEAR(e.start_s, 7.54, 1e-9);
+    }
     seen += f + b + rs;
   }
   EXPECT_EQ(seen, 3);

@@ -152,7 +152,9 @@ int SplitBackwardTest::CheckMiddleChunk(bool defer_ln) {
   for (auto& kv : seq_->named_parameters()) {
     // W adds into .grad without recording history (a recorded in-place product would chain the
     // micro-batch's whole graph to .grad and keep it alive).
-    if (kv.value().grad().defined()) EXPECT_FALSE(kv.value().grad().requires_grad()) << kv.key();
+    if (kv.value().grad().defined()) {
+      EXPECT_FALSE(kv.value().grad().requires_grad()) << kv.key();
+    }
   }
   for (const auto& [name, g] : ref) {
     EXPECT_FALSE(at::isnan(got.at(name)).any().item<bool>()) << name << ": W read a weight";

@@ -1,6 +1,6 @@
 // simulate: predicts a schedule at any scale from a transformer's shape and the hardware.
 //
-//   ./zpp simulate --schedule zeropp --pp 8 --zero 8 --chunks 2 --microbatches 32 --unit-size 8 \
+//   ./zpp simulate --schedule zeropp --pp 8 --zero 8 --chunks 2 --microbatches 32 --unit-size 8
 //       --hidden 4096 --layers 32 --seq 2048 --micro-batch 1 --tflops 150 --intra-gbps 300 --inter-gbps 25
 //
 // Cost model: a stage's forward is 2 * (12 h^2 L / pp) * b * s FLOPs at --tflops, backward twice
