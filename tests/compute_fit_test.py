@@ -119,16 +119,19 @@ def check_probe(model, measured):
     assert got["layer_overhead_us"] == 2 * FIXED_US and abs(got["compute_overhead"] - want) < 1e-3, got
 
 
-def profile(seconds, step_s=2.0):
+def profile(seconds, step_s):
     """A PROFILE line whose forward + backward take `seconds` of a `step_s` step (the rest optimizer)."""
+    assert seconds < step_s, (seconds, step_s)  # a negative optimizer share would not parse
     fwd = 100 * seconds / step_s / 3
     return (f"rank=0 steps=8 step_s={step_s} forward={fwd:.6f}% backward={2 * fwd:.6f}% backward_input=0.0% "
             f"backward_weight=0.0% recompute=0.0% optimizer={100 - 3 * fwd:.6f}%")
 
 
 def check_passes(model, measured, base):
-    # Two runs a pass, three passes; each shape's six runs average to `measured`.
-    rows = "".join(f"{p}|" + ";".join(profile(y * (1 + d)) for d in (-0.1, 0.1, -0.05, 0.05, 0.02, -0.02)) + "\n"
+    # Two runs a pass, three passes; each shape's six runs average to `measured`. The step is longer than
+    # any run's forward + backward whatever the box's speed (a fixed 2 s step broke with r141's calibration).
+    step_s = 2.0 * max(measured)
+    rows = "".join(f"{p}|" + ";".join(profile(y * (1 + d), step_s) for d in (-0.1, 0.1, -0.05, 0.05, 0.02, -0.02)) + "\n"
                    for p, y in zip(model, measured))
     rows_path = os.path.join(TMP, "rows.txt")
     with open(rows_path, "w") as f:
