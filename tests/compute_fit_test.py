@@ -131,7 +131,8 @@ def check_passes(model, measured, base):
     # Two runs a pass, three passes; each shape's six runs average to `measured`. The step is longer than
     # any run's forward + backward whatever the box's speed (a fixed 2 s step broke with r141's calibration).
     step_s = 2.0 * max(measured)
-    rows = "".join(f"{p}|" + ";".join(profile(y * (1 + d), step_s) for d in (-0.1, 0.1, -0.05, 0.05, 0.02, -0.02)) + "\n"
+    spread = (-0.1, 0.1, -0.05, 0.05, 0.02, -0.02)
+    rows = "".join(f"{p}|" + ";".join(profile(y * (1 + d), step_s) for d in spread) + "\n"
                    for p, y in zip(model, measured))
     rows_path = os.path.join(TMP, "rows.txt")
     with open(rows_path, "w") as f:
