@@ -10,7 +10,7 @@ the two-pass fit is refused. With a measured fixed cost per layer (layer_overhea
 keeps it and fits the factor alone: exact on a hand-worked case, the true factor where the probe is
 right, and refit and passes both take it from the description. The oversubscription factor recovers a
 known slowdown from sets measured in turn on a drifting box, one disturbed set left out by the median,
-and never reads under 1."""
+and never reads under 1. PROFILE lines that disagree in their fields, or none, are refused with one line."""
 import json
 import os
 import sys
@@ -192,6 +192,18 @@ def oversubscribed():
         raise AssertionError("three sets alone around three oversubscribed were accepted")
     except ValueError as e:
         assert "3 sets alone around 3 oversubscribed" in str(e), str(e)
+    # PROFILE lines that disagree in their fields (a run without the split backward): one line naming both.
+    try:
+        compute_fit.mean_profile("rank=0 step_s=1.0 forward=30.0% backward=60.0%;rank=1 step_s=1.0 forward=30.0%")
+        raise AssertionError("PROFILE lines with different fields were averaged")
+    except SystemExit as e:
+        assert str(e) == ("compute_fit: PROFILE line 1 has fields forward,rank,step_s, expected the same as line 0's "
+                          "backward,forward,rank,step_s"), str(e)
+    try:
+        compute_fit.mean_profile(";\n")
+        raise AssertionError("an empty PROFILE text was averaged")
+    except SystemExit as e:
+        assert str(e).startswith("compute_fit: PROFILE: no line in"), str(e)
 
 
 if __name__ == "__main__":
