@@ -62,8 +62,8 @@ def mean_profile(text):
     lines = [line for line in re.split(r"[;\n]", text) if line]
     runs = [{k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)%?", line)} for line in lines]
     if not runs:
-        sys.exit("compute_fit: PROFILE: no line in %r, expected one or more 'PROFILE step_s=... forward=...%%' lines"
-                 % text[:80])
+        sys.exit("compute_fit: PROFILE: no line in %r, expected one or more runs' PROFILE fields "
+                 "('rank=0 step_s=... forward=...%%', ';' or newline between)" % text[:80])
     for k, run in enumerate(runs[1:], 1):
         if set(run) != set(runs[0]):
             sys.exit("compute_fit: PROFILE line %d has fields %s, expected the same as line 0's %s"
