@@ -9,6 +9,11 @@
 #     against a 2048 x 8192 weight well below its 256-wide rate, which no saturating curve can say);
 #     measured twice, each shape timed in turns with a reference GEMM and its rate scaled to the
 #     box's typical speed by it (tools/grid_table.py: the box's speed moves for seconds at a time);
+#   - PyTorch's CPU attention (causal, forward + backward, benchmarks/attention_bench) at batch 4, width 256
+#     (heads x head_dim), context 64-256, head_dim 32-128, and batch 1, each timed in turns with the
+#     grid's reference GEMM and scaled by it: attention_efficiency, fitted as the cost model prices the
+#     core, dense at that share of the peak plus the scores' element-wise passes (tools/attention_fit.py;
+#     0.5 set by hand before 2026-12-02; as a what-if over r29-r145 the fitted 0.657 moved 5 rows of 3978);
 #   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
 #   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
 #     latency from the 1 KiB time);
@@ -78,7 +83,7 @@ fi
 FINAL="$OUT"
 OUT="$FINAL.partial"
 trap 'rm -f "$OUT"' EXIT
-TARGETS=(//benchmarks:matmul_bench //benchmarks:linear_grid //benchmarks:collectives_bench //benchmarks:io_bench
+TARGETS=(//benchmarks:matmul_bench //benchmarks:linear_grid //benchmarks:attention_bench //benchmarks:collectives_bench //benchmarks:io_bench
          //tools:launcher //tools:train //tools:plan)
 bazel build "${TARGETS[@]}" >/dev/null 2>&1 || bazel build "${TARGETS[@]}"
 mm="$(bazel-bin/benchmarks/matmul_bench --threads 1 --width 256 --tokens 256 --vocab 256)"
@@ -92,6 +97,10 @@ GRID_REPEATS=2
 grid="$(bazel-bin/benchmarks/linear_grid --threads 1 --tokens $GRID_TOKENS --dims $GRID_DIMS --repeats $GRID_REPEATS)"
 echo "calibrate: linear GEMM grid, tokens {$GRID_TOKENS} x in, out {$GRID_DIMS}, $GRID_REPEATS repeats:" \
   "$(grep -c GRID <<<"$grid") measured"
+# Attention at width 256 (heads x head_dim), batch 4, context 64-256, head_dim 32-128, and batch 1.
+ATT_SHAPES=4,8,64,32:4,4,64,64:4,2,64,128:4,8,128,32:4,4,128,64:4,2,128,128:4,8,256,32:4,4,256,64:4,2,256,128:1,4,128,64
+att="$(bazel-bin/benchmarks/attention_bench --threads 1 --shapes $ATT_SHAPES)"
+echo "$att" | sed 's/^/calibrate: /'
 coll="$(bazel-bin/tools/launcher --nproc-per-node 2 -- bazel-bin/benchmarks/collectives_bench --max-bytes 67108864 2>&1)"
 echo "$coll" | grep 'all_gather(ring)' | sed 's/^\[rank 0\] */calibrate: /'
 # The compute a rank loses per byte it sends, with twice as many ranks as cores all computing (as the
@@ -154,12 +163,14 @@ echo "$io" | grep . | sed 's/^/calibrate: offload disk: /'
 python3 - "$OUT" "$base" <<PY
 import json, os, re, sys, time
 sys.path.insert(0, "tools")
+import attention_fit
 import grid_table
 import hardware_json
 import link_fit
 out, base = sys.argv[1], float(sys.argv[2])
 mm = """$mm"""
 grid = """$grid"""
+att = """$att"""
 grid_tokens = [int(x) for x in "$GRID_TOKENS".split(",")]
 grid_dims = [int(x) for x in "$GRID_DIMS".split(",")]
 coll = """$coll"""
@@ -202,6 +213,8 @@ best = 0.0
 for _ in range(5):
     t = time.perf_counter(); b[:] = a; dt = time.perf_counter() - t
     best = max(best, 2 * len(a) / dt)
+# Attention: its efficiency fitted as the cost model prices it, each shape's time scaled like the grid's rates.
+att_eff, att_scaled = attention_fit.fit(attention_fit.parse(att), peak * 1e9, best, grid_summary["reference_median"])
 rows = re.findall(r"all_gather\(ring\)\s+(\d+)\s+([0-9.]+)\s+[0-9.]+\s+([0-9.]+)", coll)
 msg = re.search(r"P2P_CPU cpu_us_per_message=([0-9.]+)", coll)
 if not msg:
@@ -256,7 +269,7 @@ hw = {
   "compute_dtype": "fp32",
   "peak_tflops": {"bf16": peak / 1e3, "fp32": peak / 1e3},
   "matmul": {"max_efficiency": 1.0, "half_dim": half, "table": table},
-  "attention_efficiency": 0.5,
+  "attention_efficiency": att_eff,
   "memory": {"capacity_gb": 24, "bandwidth_gbps": round(best / 1e9, 3), "efficiency": 1.0, "reserved_gb": round(base * 1048576 / 1e9, 4)},
   "intra_node": {"bandwidth_gbps": bus, "latency_us": round(lat * 1e6, 1), "efficiency": 1.0},
   "inter_node": dict(links["inter_node"], efficiency=1.0),
@@ -270,6 +283,7 @@ hw = {
   "host": {"memory_bandwidth_gbps": round(best / 1e9, 3), "pcie_gbps": round(best / 1e9, 3), "nvme_gbps": nvme_gbps,
            "capacity_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)},
 }
+hw["source"] += "; " + attention_fit.describe(att_eff, att_scaled, peak * 1e9, best)
 hardware_json.write(out, hw)
 print("calibrate: wrote", out)
 print(hw["source"])

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""attention_fit.py: a CPU box's attention efficiency from benchmarks/attention_bench's ATTENTION lines,
+for ./zpp calibrate (tools/calibrate.sh), in place of the attention_efficiency set by hand.
+
+The cost model prices a CPU box's attention core (scheduler/planner/cost_model.cc, plan --cpu-attention)
+as dense: forward 4 b s^2 (H D) FLOPs at attention_efficiency of the matmul peak, backward twice the
+forward, plus the scores' element-wise passes (kElementwisePassesScores per b H s^2 value, forward, and
+twice that backward) at the memory bandwidth. So a shape's forward + backward is
+    t(eff) = 3 x 4 b s^2 H D / (peak x eff) + 3 x 4 b H s^2 x value_bytes / bandwidth
+and attention_efficiency is the eff whose t fits the measured times best (least squares on relative
+error, over a grid of 0.001 steps). Each measured time is first scaled to the box's typical speed by
+the reference GEMM timed beside it (attention_bench's reference_gflops) over REFERENCE_GFLOPS (the GEMM
+grid's median reference rate, tools/grid_table.py), as the GEMM table's rates are.
+  attention_fit.py fit HW BENCH REFERENCE_GFLOPS   HW's attention_efficiency fitted to the ATTENTION lines
+                                                   in the file BENCH, written back; prints one line
+"""
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hardware_json  # noqa: E402
+
+SCORES_PASSES = 4  # scheduler/planner/cost_model.h kElementwisePassesScores
+LINE = re.compile(r"ATTENTION batch=(\d+) heads=(\d+) seq=(\d+) head_dim=(\d+) forward_s=([0-9.e+-]+) "
+                  r"backward_s=([0-9.e+-]+) dense_gflops=[0-9.]+ reference_gflops=([0-9.]+)")
+
+
+def parse(text):
+    """The ATTENTION lines of `text`: (batch, heads, seq, head_dim, forward + backward s, reference GFLOP/s)."""
+    rows = [(int(b), int(h), int(s), int(d), float(f) + float(g), float(r))
+            for b, h, s, d, f, g, r in LINE.findall(text)]
+    if not rows:
+        sys.exit("attention_fit: no ATTENTION line in the bench's output, expected one per shape "
+                 "('ATTENTION batch=B heads=H seq=S head_dim=D forward_s=... backward_s=... dense_gflops=... "
+                 "reference_gflops=...')")
+    return rows
+
+
+def model_seconds(eff, b, h, s, d, peak_flops, bandwidth, value_bytes=4):
+    """The cost model's forward + backward seconds of one attention core at efficiency `eff`."""
+    core = 4.0 * b * s * s * h * d
+    return 3 * core / (peak_flops * eff) + 3 * SCORES_PASSES * b * h * s * s * value_bytes / bandwidth
+
+
+def fit(rows, peak_flops, bandwidth, reference_gflops):
+    """The efficiency (0.001-1) minimising the squared relative error of model_seconds against the rows'
+    times, each scaled by its reference rate over `reference_gflops`; and each row's scaled time."""
+    scaled = [(b, h, s, d, t * r / reference_gflops) for b, h, s, d, t, r in rows]
+
+    def err(eff):
+        return sum((model_seconds(eff, b, h, s, d, peak_flops, bandwidth) / t - 1) ** 2 for b, h, s, d, t in scaled)
+
+    best = min((err(k / 1000), k / 1000) for k in range(1, 1001))[1]
+    return best, scaled
+
+
+def describe(eff, scaled, peak_flops, bandwidth):
+    """The description's sentence on the fit: the efficiency, then each shape's scaled and fitted times."""
+    shapes = ", ".join("%dx%dx%dx%d %.2f ms (fitted %.2f)" % (b, h, s, d, t * 1e3,
+                                                           model_seconds(eff, b, h, s, d, peak_flops, bandwidth) * 1e3)
+                       for b, h, s, d, t in scaled)
+    return ("attention_efficiency %.3f: PyTorch's CPU attention (causal, forward + backward, benchmarks/attention_bench) "
+            "fitted as the cost model prices it, a dense core plus the scores' passes (tools/attention_fit.py), at "
+            "batch x heads x seq x head_dim %s" % (eff, shapes))
+
+
+def main(argv):
+    if len(argv) != 5 or argv[1] != "fit":
+        sys.exit("attention_fit: usage: attention_fit.py fit HW BENCH REFERENCE_GFLOPS (got: %s)" % " ".join(argv[1:]))
+    hw_path, bench, ref = argv[2], argv[3], argv[4]
+    try:
+        reference_gflops = float(ref)
+    except ValueError:
+        reference_gflops = 0
+    if reference_gflops <= 0:
+        sys.exit("attention_fit: REFERENCE_GFLOPS: got '%s', expected a positive number (the GEMM grid's median "
+                 "reference rate)" % ref)
+    hw = json.load(open(hw_path))
+    peak = hw["peak_tflops"][hw.get("compute_dtype", "fp32")] * 1e12
+    bandwidth = hw["memory"]["bandwidth_gbps"] * 1e9 * hw["memory"].get("efficiency", 1.0)
+    rows = parse(open(bench).read())
+    eff, scaled = fit(rows, peak, bandwidth, reference_gflops)
+    hw["attention_efficiency"] = eff
+    hw["source"] += "; " + describe(eff, scaled, peak, bandwidth)
+    hardware_json.write(hw_path, hw)
+    print(describe(eff, scaled, peak, bandwidth))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
