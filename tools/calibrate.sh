@@ -13,7 +13,7 @@
 #     (heads x head_dim), context 64-256, head_dim 32-128, and batch 1, each timed in turns with the
 #     grid's reference GEMM and scaled by it: attention_efficiency, fitted as the cost model prices the
 #     core, dense at that share of the peak plus the scores' element-wise passes (tools/attention_fit.py;
-#     0.5 set by hand before 2026-12-02; as a what-if over r29-r145 the fitted 0.657 moved 5 rows of 3978);
+#     0.5 set by hand before 2026-12-02; as a what-if over r29-r145 the fitted 0.657 moved 5 rows of 3978, planner-local-whatif-attention-2026-12-02.txt);
 #   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
 #   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
 #     latency from the 1 KiB time);
