@@ -9,11 +9,12 @@
 #     against a 2048 x 8192 weight well below its 256-wide rate, which no saturating curve can say);
 #     measured twice, each shape timed in turns with a reference GEMM and its rate scaled to the
 #     box's typical speed by it (tools/grid_table.py: the box's speed moves for seconds at a time);
-#   - PyTorch's CPU attention (causal, forward + backward, benchmarks/attention_bench) at batch 4, width 256
-#     (heads x head_dim), context 64-256, head_dim 32-128, and batch 1, each timed in turns with the
-#     grid's reference GEMM and scaled by it: attention_efficiency, fitted as the cost model prices the
-#     core, dense at that share of the peak plus the scores' element-wise passes (tools/attention_fit.py;
-#     0.5 set by hand before 2026-12-02; as a what-if over r29-r145 the fitted 0.657 moved 5 rows of 3978, planner-local-whatif-attention-2026-12-02.txt);
+#   - PyTorch's CPU attention (causal, forward + backward, benchmarks/attention_bench) at batch 4,
+#     width 256 (heads x head_dim), context 64-256, head_dim 32-128, and batch 1, each timed in turns
+#     with the grid's reference GEMM and scaled by it: attention_efficiency, fitted as the cost model
+#     prices the core, dense at that share of the peak plus the scores' element-wise passes
+#     (tools/attention_fit.py; 0.5 set by hand before 2026-12-02; as a what-if over r29-r145 the
+#     fitted 0.657 moved 5 rows of 3978, planner-local-whatif-attention-2026-12-02.txt);
 #   - memory bandwidth: a 1 GiB memcpy (read + write counted), best of 5;
 #   - loopback: the Communicator's ring all-gather between 2 local ranks (busbw at 64 MiB,
 #     latency from the 1 KiB time);
