@@ -29,9 +29,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace {
 
@@ -39,24 +42,21 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-bool ParseInts(const std::string& text, size_t n, std::vector<int64_t>* out) {
-  std::istringstream in(text);
-  std::string part;
+// N positive integers separated by ','.
+bool ParseInts(absl::string_view text, size_t n, std::vector<int64_t>* out) {
   out->clear();
-  while (std::getline(in, part, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v < 1) return false;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) return false;
     out->push_back(v);
   }
   return out->size() == n;
 }
 
-bool ParseShapes(const std::string& text, std::vector<std::array<int64_t, 4>>* out) {
-  std::istringstream in(text);
-  std::string part;
+// Shapes B,H,S,D separated by ':'.
+bool ParseShapes(absl::string_view text, std::vector<std::array<int64_t, 4>>* out) {
   std::vector<int64_t> v;
-  while (std::getline(in, part, ':')) {
+  for (absl::string_view part : absl::StrSplit(text, ':')) {
     if (!ParseInts(part, 4, &v)) return false;
     out->push_back({v[0], v[1], v[2], v[3]});
   }

@@ -8,7 +8,7 @@ forward, plus the scores' element-wise passes (kElementwisePassesScores per b H 
 twice that backward) at the memory bandwidth. So a shape's forward + backward is
     t(eff) = 3 x 4 b s^2 H D / (peak x eff) + 3 x 4 b H s^2 x value_bytes / bandwidth
 and attention_efficiency is the eff whose t fits the measured times best (least squares on relative
-error, over a grid of 0.001 steps). Each measured time is first scaled to the box's typical speed by
+error, in closed form: the time is linear in 1 / eff). Each measured time is first scaled to the box's typical speed by
 the reference GEMM timed beside it (attention_bench's reference_gflops) over REFERENCE_GFLOPS (the GEMM
 grid's median reference rate, tools/grid_table.py), as the GEMM table's rates are.
   attention_fit.py fit HW BENCH REFERENCE_GFLOPS   HW's attention_efficiency fitted to the ATTENTION lines
@@ -45,15 +45,19 @@ def model_seconds(eff, b, h, s, d, peak_flops, bandwidth, value_bytes=4):
 
 
 def fit(rows, peak_flops, bandwidth, reference_gflops):
-    """The efficiency (0.001-1) minimising the squared relative error of model_seconds against the rows'
-    times, each scaled by its reference rate over `reference_gflops`; and each row's scaled time."""
+    """The efficiency minimising the squared relative error of model_seconds against the rows' times, each
+    scaled by its reference rate over `reference_gflops` (within 0.001-1, the range a description takes);
+    and each row's scaled time. model_seconds is a_i / eff + c_i, linear in 1 / eff, so the fit is closed:
+    1 / eff = sum(x_i (1 - c_i / t_i)) / sum(x_i^2) with x_i = a_i / t_i."""
     scaled = [(b, h, s, d, t * r / reference_gflops) for b, h, s, d, t, r in rows]
-
-    def err(eff):
-        return sum((model_seconds(eff, b, h, s, d, peak_flops, bandwidth) / t - 1) ** 2 for b, h, s, d, t in scaled)
-
-    best = min((err(k / 1000), k / 1000) for k in range(1, 1001))[1]
-    return best, scaled
+    num = den = 0.0
+    for b, h, s, d, t in scaled:
+        c = model_seconds(float("inf"), b, h, s, d, peak_flops, bandwidth)  # the scores' passes alone
+        x = (model_seconds(1.0, b, h, s, d, peak_flops, bandwidth) - c) / t
+        num += x * (1 - c / t)
+        den += x * x
+    inverse = num / den
+    return (min(1.0, max(0.001, 1 / inverse)) if inverse > 0 else 1.0), scaled
 
 
 def describe(eff, scaled, peak_flops, bandwidth):
@@ -83,9 +87,10 @@ def main(argv):
     rows = parse(open(bench).read())
     eff, scaled = fit(rows, peak, bandwidth, reference_gflops)
     hw["attention_efficiency"] = eff
-    hw["source"] += "; " + describe(eff, scaled, peak, bandwidth)
+    sentence = describe(eff, scaled, peak, bandwidth)
+    hw["source"] += "; " + sentence
     hardware_json.write(hw_path, hw)
-    print(describe(eff, scaled, peak, bandwidth))
+    print(sentence)
 
 
 if __name__ == "__main__":
