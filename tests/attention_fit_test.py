@@ -2,14 +2,18 @@
 its model of a shape's time against a hand-computed value; the fit recovering the efficiency from
 times made by that model, exactly, and with each shape timed beside a slow reference GEMM (scaled
 back to the box's typical speed); the `fit` command writing attention_efficiency into a description
-and refusing a bench output without ATTENTION lines."""
+and refusing a bench output without ATTENTION lines; and its copy of the cost model's formula pinned to the
+cost model itself (tools/plan's PREDICT_OPS on a CPU description: the dense core at two efficiencies, the
+scores' passes at two head counts), so a change to either that the other lacks fails here."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
-TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+RUNFILES = os.environ["ZEROPP_RUNFILES"]
+TOOLS = os.path.join(RUNFILES, "tools")
 sys.path.insert(0, TOOLS)
 import attention_fit  # noqa: E402
 
@@ -20,6 +24,46 @@ SHAPES = [(4, 4, 128, 64), (1, 4, 128, 64), (4, 4, 64, 64), (4, 8, 64, 32)]
 def line(b, h, s, d, seconds, ref):
     return ("ATTENTION batch=%d heads=%d seq=%d head_dim=%d forward_s=%.9f backward_s=%.9f dense_gflops=1.00 "
             "reference_gflops=%.2f" % (b, h, s, d, seconds / 3, 2 * seconds / 3, ref))
+
+
+LAYERS, MICRO_BATCH, MICRO_BATCHES, SEQ, WIDTH = 2, 4, 2, 1024, 256
+
+
+def plan_ops(hw_path, heads):
+    """tools/plan's PREDICT_OPS of one rank running the model (WIDTH wide, `heads` heads, dense CPU attention) at
+    MICRO_BATCHES micro-batches of MICRO_BATCH: its attention seconds and element-wise values per step."""
+    args = [os.path.join(TOOLS, "plan"), "--hidden", str(WIDTH), "--layers", str(LAYERS), "--heads", str(heads),
+            "--vocab", "256", "--seq", str(SEQ), "--cpu-attention", "--global-batch", str(MICRO_BATCH * MICRO_BATCHES),
+            "--hardware", hw_path, "--gpus", "1", "--predict", "--design", "3d", "--micro-batch", str(MICRO_BATCH)]
+    out = subprocess.run(args, capture_output=True, text=True)
+    found = re.search(r"PREDICT_OPS rank=0 .*attention_s=([0-9.]+) .*elementwise_gvalues=([0-9.]+)", out.stdout)
+    assert out.returncode == 0 and found, (args, out.stdout, out.stderr)
+    return float(found.group(1)), float(found.group(2)) * 1e9
+
+
+def pin_to_plan():
+    """attention_fit.model_seconds against the cost model, on the committed CPU description at two attention
+    efficiencies: PREDICT_OPS's attention_s is the dense core, per layer and micro-batch
+    model_seconds(eff) - model_seconds(inf); the scores' passes are the element-wise values that a head count
+    adds (the core's FLOPs and every other pass depend on the width alone), whose bytes at the description's
+    element-wise bandwidth are model_seconds(inf, heads) - model_seconds(inf, heads / 2)."""
+    hw = json.load(open(os.path.join(RUNFILES, "scheduler/planner/hardware/cpu-local.json")))
+    peak, bandwidth = attention_fit.rates(hw)
+    calls = LAYERS * MICRO_BATCHES
+    with tempfile.TemporaryDirectory() as tmp:
+        for eff in (hw["attention_efficiency"], 0.3):
+            hw["attention_efficiency"] = eff
+            hw_path = os.path.join(tmp, "hw.json")
+            json.dump(hw, open(hw_path, "w"))
+            attention_s, values8 = plan_ops(hw_path, 8)
+            _, values4 = plan_ops(hw_path, 4)
+            core = (attention_fit.model_seconds(eff, MICRO_BATCH, 8, SEQ, WIDTH // 8, peak, bandwidth)
+                    - attention_fit.model_seconds(float("inf"), MICRO_BATCH, 8, SEQ, WIDTH // 8, peak, bandwidth))
+            assert abs(attention_s / calls - core) <= 1e-4 * core, (eff, attention_s / calls, core)
+            scores = (attention_fit.model_seconds(float("inf"), MICRO_BATCH, 8, SEQ, WIDTH // 8, peak, bandwidth)
+                      - attention_fit.model_seconds(float("inf"), MICRO_BATCH, 4, SEQ, WIDTH // 4, peak, bandwidth))
+            planned = (values8 - values4) / calls * 4 / bandwidth  # fp32 values
+            assert abs(planned - scores) <= 1e-3 * scores, (eff, planned, scores)
 
 
 def main():
@@ -64,6 +108,7 @@ def main():
         out = subprocess.run([sys.executable, os.path.join(TOOLS, "attention_fit.py"), "fit", hw_path, bench, "-1"],
                              capture_output=True, text=True)
         assert out.returncode != 0 and "REFERENCE_GFLOPS: got '-1'" in out.stderr, out
+    pin_to_plan()
     print("attention_fit_test: ok")
 
 

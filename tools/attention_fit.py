@@ -60,6 +60,15 @@ def fit(rows, peak_flops, bandwidth, reference_gflops):
     return (min(1.0, max(0.001, 1 / inverse)) if inverse > 0 else 1.0), scaled
 
 
+def rates(hw):
+    """A description's (matmul peak FLOP/s, element-wise bytes/s) as the cost model reads them: the peak of its
+    compute dtype (Hardware::ComputeFlops), the memory bandwidth times its element-wise efficiency, which is
+    its efficiency unless set apart (Hardware::ElementwiseBytesPerSecond)."""
+    peak = hw["peak_tflops"][hw.get("compute_dtype", "fp32")] * 1e12
+    memory = hw["memory"]
+    return peak, memory["bandwidth_gbps"] * 1e9 * memory.get("elementwise_efficiency", memory.get("efficiency", 1.0))
+
+
 def describe(eff, scaled, peak_flops, bandwidth):
     """The description's sentence on the fit: the efficiency, then each shape's scaled and fitted times."""
     shapes = ", ".join("%dx%dx%dx%d %.2f ms (fitted %.2f)" % (b, h, s, d, t * 1e3,
@@ -82,8 +91,7 @@ def main(argv):
         sys.exit("attention_fit: REFERENCE_GFLOPS: got '%s', expected a positive number (the GEMM grid's median "
                  "reference rate)" % ref)
     hw = json.load(open(hw_path))
-    peak = hw["peak_tflops"][hw.get("compute_dtype", "fp32")] * 1e12
-    bandwidth = hw["memory"]["bandwidth_gbps"] * 1e9 * hw["memory"].get("efficiency", 1.0)
+    peak, bandwidth = rates(hw)
     rows = parse(open(bench).read())
     eff, scaled = fit(rows, peak, bandwidth, reference_gflops)
     hw["attention_efficiency"] = eff
