@@ -94,7 +94,7 @@ def main(argv):
     peak, bandwidth = rates(hw)
     rows = parse(open(bench).read())
     eff, scaled = fit(rows, peak, bandwidth, reference_gflops)
-    hw["attention_efficiency"] = eff
+    hw["attention_efficiency"] = round(eff, 4)  # the fit's own precision, not a float's 16 digits
     sentence = describe(eff, scaled, peak, bandwidth)
     hw["source"] += "; " + sentence
     hardware_json.write(hw_path, hw)
