@@ -46,7 +46,8 @@ def model_seconds(eff, b, h, s, d, peak_flops, bandwidth, value_bytes=4):
 
 def fit(rows, peak_flops, bandwidth, reference_gflops):
     """The efficiency minimising the squared relative error of model_seconds against the rows' times, each
-    scaled by its reference rate over `reference_gflops` (within 0.001-1, the range a description takes);
+    scaled by its reference rate over `reference_gflops` (within 0.001-1, the range a description takes; to 4
+    decimals, as ./zpp calibrate and the `fit` command both write it);
     and each row's scaled time. model_seconds is a_i / eff + c_i, linear in 1 / eff, so the fit is closed:
     1 / eff = sum(x_i (1 - c_i / t_i)) / sum(x_i^2) with x_i = a_i / t_i."""
     scaled = [(b, h, s, d, t * r / reference_gflops) for b, h, s, d, t, r in rows]
@@ -57,7 +58,8 @@ def fit(rows, peak_flops, bandwidth, reference_gflops):
         num += x * (1 - c / t)
         den += x * x
     inverse = num / den
-    return (min(1.0, max(0.001, 1 / inverse)) if inverse > 0 else 1.0), scaled
+    eff = min(1.0, max(0.001, 1 / inverse)) if inverse > 0 else 1.0
+    return round(eff, 4), scaled  # the fit's own precision, not a float's 16 digits
 
 
 def rates(hw):
@@ -94,7 +96,7 @@ def main(argv):
     peak, bandwidth = rates(hw)
     rows = parse(open(bench).read())
     eff, scaled = fit(rows, peak, bandwidth, reference_gflops)
-    hw["attention_efficiency"] = round(eff, 4)  # the fit's own precision, not a float's 16 digits
+    hw["attention_efficiency"] = eff
     sentence = describe(eff, scaled, peak, bandwidth)
     hw["source"] += "; " + sentence
     hardware_json.write(hw_path, hw)
