@@ -10,8 +10,9 @@
 # Each ran REPS times in turn (the kinds interleaved). Per row: the ranks' wall time in TP collectives
 # per step (train_3d's tp_wait_s_per_step) beside the planner's tp_collectives_s for the same layout,
 # and the step (not for pair: the planner prices one job alone, where two share the cores). The
-# planner prices a TP collective alike in the three; the doubling of the depth doubles the collectives at a fixed number of stage entries, which tells a wait per collective from
-# one per entry (the pp rows' excess over the planner, at depth 4 and 8).
+# planner prices a TP collective alike in the three; the doubling of the depth doubles the
+# collectives at a fixed number of stage entries, which tells a wait per collective from one per
+# entry (the pp rows' excess over the planner, at depth 4 and 8).
 #   ./zpp bench tp-wait-coupled [--hardware FILE]   (default scheduler/planner/hardware/cpu-local.json)
 # RESULT lines: per layout and depth, predicted over measured wait (target 0.9-1.1).
 set -euo pipefail
