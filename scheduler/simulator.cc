@@ -403,7 +403,7 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
         // Blocked on a gather it needs at once that has not landed (load_dependent): holds its cores.
         if (cost.waits_hold_cores && !x.queue.empty() && x.queue.front().wait_gather) {
           auto g = x.at_once_ready.find(x.queue.front().chunk);
-          if (g != x.at_once_ready.end() && g->second == kPending) computing += ranks_each;
+          if (g != x.at_once_ready.end() && g->second == kPending) computing += ranks_each * cost.gather_wait_core_share;
         }
         continue;
       }
@@ -413,9 +413,10 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
         auto g = x.at_once_ready.find(w.chunk);
         if (g != x.at_once_ready.end() && g->second > now) held_until[r] = g->second;
       }
-      if ((x.start <= now && (w.shared || (cost.waits_hold_cores && w.part == Work::Part::kWait))) ||
-          held_until[r] > 0) {
+      if (x.start <= now && (w.shared || (cost.waits_hold_cores && w.part == Work::Part::kWait))) {
         computing += ranks_each;
+      } else if (held_until[r] > 0) {
+        computing += ranks_each * cost.gather_wait_core_share;
       }
     }
     if (!any) break;

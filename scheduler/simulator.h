@@ -141,6 +141,11 @@ struct CostModel {
   // above), or on a gather its next computation needs at once, still counts among the ranks
   // computing, so the others do not speed up meanwhile.
   bool waits_hold_cores = false;
+  // With waits_hold_cores: the share of the ranks a simulated rank stands for that still hold a
+  // core while it waits on a gather its next computation needs at once. 1: all of them (as TP
+  // waits); 1 / zero: each sharding group's last rank, still computing, while the others sleep in
+  // the wait (the predictor's choice on a shared box).
+  double gather_wait_core_share = 1;
   // How much each duration varies from one occurrence to the next (a CPU box's time-slicing: the
   // same computation or collective takes a different time each time it runs), as coefficients of
   // variation: each computation (and the CPU a transfer takes) lasts its time above times a

@@ -162,6 +162,15 @@ TEST(Planner, OversubscribedBoxSharesCoresAndBlocksOnItsLoadedLink) {
   EXPECT_EQ(c.ranks_per_simulated_rank, 4);
   EXPECT_DOUBLE_EQ(c.shared_slowdown, 1.05);
   EXPECT_TRUE(c.waits_hold_cores);
+  EXPECT_DOUBLE_EQ(c.gather_wait_core_share, 1.0);  // zero 1: no sharding group to wait in
+  // A ZeRO group waiting on a gather holds one core, its last rank's: 1 / zero of its ranks.
+  Layout fsdp;
+  fsdp.design = Design::kPipeFsdp;
+  fsdp.schedule = "1f1b";
+  fsdp.pp = 2, fsdp.zero = 2, fsdp.micro_batch = 2;
+  const scheduler::CostModel f = BuildCostModel(m, fsdp, box, 4);
+  EXPECT_TRUE(f.waits_hold_cores);
+  EXPECT_DOUBLE_EQ(f.gather_wait_core_share, 0.5);
   Hardware loaded = box;
   loaded.intra = box.intra_oversubscribed;
   const double act = 2.0 * m.seq * m.hidden * box.value_bytes;

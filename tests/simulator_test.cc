@@ -189,7 +189,7 @@ TEST(SimulatorTest, WaitsThatHoldTheirCoresSlowTheOthers) {
 // 1 s for its gather, then computes a 2 s forward; rank 1 computes a 2 s forward from the start;
 // one core. Taking no core while it waits, rank 0 lets rank 1 run alone [0, 1]; then they share
 // [1, 3] and rank 0 finishes alone at 4. Holding it, rank 1 runs at half speed from the start,
-// finishes at 4, and rank 0 at 4.5.
+// finishes at 4, and rank 0 at 4.5. CostModel::gather_wait_core_share: holding a part of it.
 TEST(SimulatorTest, GatherWaitsHoldTheirCoresWhereWaitsDo) {
   const Schedule s = Schedule::Parse(
       "schedule t pp=2 v=1 m=1 u=0\n"
@@ -206,6 +206,13 @@ TEST(SimulatorTest, GatherWaitsHoldTheirCoresWhereWaitsDo) {
   const SimResult r = Simulate(s, c);
   EXPECT_DOUBLE_EQ(r.step_s, 4.5);
   EXPECT_DOUBLE_EQ(r.busy_s[1], 4);
+  // Half of rank 0 holds the core while it waits: 1.5 ranks on it, so rank 1 does 2/3 s of work
+  // by 1; then both share it and rank 1's 4/3 s left take 8/3 s (done at 11/3), while rank 0 does
+  // 4/3 s of its 2 s and finishes the rest alone at 13/3.
+  c.gather_wait_core_share = 0.5;
+  const SimResult half = Simulate(s, c);
+  EXPECT_NEAR(half.step_s, 13.0 / 3, 1e-12);
+  EXPECT_NEAR(half.busy_s[1], 11.0 / 3, 1e-12);
 }
 
 // A gather whose chunk the very next computation needs is waited on at once: it runs on the

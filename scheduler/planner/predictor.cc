@@ -382,8 +382,15 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
       // the measured rest while waits took no core). The same for gathers waited on at once: traced
       // on FSDP-in-1F1B u1 (planner-local-diagnostics-2026-11-23.txt, section 5), the executor's
       // stage 0 computed no faster while stage 1 waited on its gathers, where the simulator had it
-      // run 17% short on both stages.
+      // run 17% short on both stages. Of a group waiting on a gather, though, only the rank that
+      // has not reached it still computes; the others sleep in the wait (c10d's Gloo work blocks
+      // on a condition variable). Profiled after planner-local r150 on a Zen 5 box
+      // (benchmarks/results/fsdp-in-1f1b-u1-profile-2026-12-03.txt), FSDP-in-1F1B's stage-0
+      // forwards took 23.4 ms, between the 13.7 ms the simulator gives one alone and the 27.8 ms
+      // it gave them beside stage 1's computation and gather waits: so each sharding group holds
+      // one core, 1 / zero of its ranks', while it waits.
       c.waits_hold_cores = true;
+      c.gather_wait_core_share = 1.0 / std::max(1, l.zero);
     }
   }
   // Every rank reduces and steps at once: the tail runs at its share of a core.
