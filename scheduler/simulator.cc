@@ -400,10 +400,13 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
       const R& x = st[r];
       if (!x.comm.empty()) any = true;
       if (!x.running) {
-        // Blocked on a gather it needs at once that has not landed (load_dependent): holds its cores.
+        // Blocked on a gather it needs at once that has not landed (load_dependent): holds its
+        // cores, CostModel::gather_wait_core_share of them.
         if (cost.waits_hold_cores && !x.queue.empty() && x.queue.front().wait_gather) {
           auto g = x.at_once_ready.find(x.queue.front().chunk);
-          if (g != x.at_once_ready.end() && g->second == kPending) computing += ranks_each * cost.gather_wait_core_share;
+          if (g != x.at_once_ready.end() && g->second == kPending) {
+            computing += ranks_each * cost.gather_wait_core_share;
+          }
         }
         continue;
       }

@@ -383,8 +383,8 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
       // on FSDP-in-1F1B u1 (planner-local-diagnostics-2026-11-23.txt, section 5), the executor's
       // stage 0 computed no faster while stage 1 waited on its gathers, where the simulator had it
       // run 17% short on both stages. Of a group waiting on a gather, though, only the rank that
-      // has not reached it still computes; the others sleep in the wait (c10d's Gloo work blocks
-      // on a condition variable). Profiled after planner-local r150 on a Zen 5 box
+      // has not reached it still computes; the others sleep in the wait (CommWork::Wait blocks on
+      // a condition variable). Profiled after planner-local r150 on a Zen 5 box
       // (benchmarks/results/fsdp-in-1f1b-u1-profile-2026-12-03.txt), FSDP-in-1F1B's stage-0
       // forwards took 23.4 ms, between the 13.7 ms the simulator gives one alone and the 27.8 ms
       // it gave them beside stage 1's computation and gather waits: so each sharding group holds
