@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <vector>
 
 namespace zeropp {
@@ -20,13 +21,26 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 std::atomic<int64_t> g_tp_wait_ns{0};
+std::atomic<bool> g_log_on{false};
+std::mutex g_log_mu;
+std::vector<TpWait> g_log;  // guarded by g_log_mu
 
-// Waits for a TP collective, adding the wall time to this process's TP wait.
+int64_t Ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Waits for a TP collective, adding the wall time to this process's TP wait (and, while logging,
+// the wait's interval to the log).
 template <typename Work>
 void Waited(Work&& w) {
   const auto t0 = std::chrono::steady_clock::now();
   w->Wait();
-  g_tp_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  g_tp_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  if (g_log_on.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    g_log.push_back({Ns(t0), Ns(t1)});
+  }
 }
 
 at::Tensor AllReduced(const at::Tensor& x, Communicator& tp) {
@@ -117,6 +131,15 @@ int64_t Handle(Communicator& tp) { return reinterpret_cast<int64_t>(&tp); }
 }  // namespace
 
 double TpWaitSeconds() { return g_tp_wait_ns.load() / 1e9; }
+
+void SetTpWaitLogging(bool on) { g_log_on = on; }
+
+std::vector<TpWait> TakeTpWaitLog() {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  std::vector<TpWait> out;
+  out.swap(g_log);
+  return out;
+}
 
 at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp) { return CopyToTpFn::apply(x, Handle(tp)); }
 

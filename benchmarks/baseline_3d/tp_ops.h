@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -20,6 +21,16 @@ namespace baseline3d {
 
 // Wall seconds this process has spent waiting for the TP collectives below, since it started.
 double TpWaitSeconds();
+
+// One wait for a TP collective: when it began and ended (steady clock, ns: one clock for every
+// process of the machine), in the order this rank issued them, so TP peers' i-th entries are the
+// same collective (tools/tp_wait_skew.py).
+struct TpWait {
+  int64_t begin_ns, end_ns;
+};
+// While on, every wait is also kept in a log; TakeTpWaitLog returns it and empties it.
+void SetTpWaitLogging(bool on);
+std::vector<TpWait> TakeTpWaitLog();
 
 at::Tensor CopyToTp(const at::Tensor& x, Communicator& tp);
 at::Tensor ReduceFromTp(const at::Tensor& x, Communicator& tp);

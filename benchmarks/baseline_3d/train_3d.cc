@@ -8,11 +8,13 @@
 // does (zeropp/cli/op_profile.h), beside which `plan --predict --design 3d` prints its charge.
 //   zpp run --nproc-per-node 4 -- train_3d --tp 2 --pp 2 --schedule 1f1b --width 256 ...
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,7 +54,21 @@ struct Config {
   int threads = 1, tp = 1;
   bool sp = false;
   bool profile_ops = false;  // each rank's operator time by kind, over the steps after the first
+  std::string tp_wait_log;    // each rank's TP waits over the timed steps, to PATH.rank<N>
 };
+
+// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns", written whole to a
+// temporary file and renamed into place.
+void WriteTpWaitLog(const std::string& path) {
+  const std::vector<baseline3d::TpWait> log = baseline3d::TakeTpWaitLog();
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) throw std::runtime_error("tp-wait-log: cannot write '" + tmp + "': " + std::strerror(errno));
+  for (const auto& w : log) std::fprintf(f, "%lld %lld\n", (long long)w.begin_ns, (long long)w.end_ns);
+  if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error("tp-wait-log: cannot write '" + path + "': " + std::strerror(errno));
+  }
+}
 
 Config Parse(int argc, char** argv) {
   Config c;
@@ -78,6 +94,7 @@ Config Parse(int argc, char** argv) {
       {"seed", [&](const std::string& v) { c.seed = static_cast<uint64_t>(integer("seed", v)); }},
       {"threads", [&](const std::string& v) { c.threads = static_cast<int>(integer("threads", v)); }},
       {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
+      {"tp-wait-log", [&](const std::string& v) { c.tp_wait_log = v; }},
       {"lr", [&](const std::string& v) {
          double x;
          if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= 10)) throw std::invalid_argument("lr: got '" + v + "', expected a number in [0, 10]");
@@ -200,6 +217,7 @@ int Main(int argc, char** argv) {
       all->world().Barrier()->Wait();
       lo0 = cli::LoopbackTxBytes();
       tb = std::chrono::steady_clock::now();
+      if (!cfg.tp_wait_log.empty()) baseline3d::SetTpWaitLogging(true);
     }
     std::vector<at::Tensor> xs(m), ys(m);
     for (int64_t k = 0; k < m; ++k) {
@@ -255,6 +273,7 @@ int Main(int argc, char** argv) {
                   net_rss, peak_tensor);
     }
   }
+  if (!cfg.tp_wait_log.empty()) WriteTpWaitLog(cfg.tp_wait_log + ".rank" + std::to_string(env.rank));
   const double peak = MaxOverRanks(all->world(), PeakRssMb());
   if (lead) {
     std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
