@@ -13,6 +13,12 @@ DIR="${TEST_TMPDIR:-$(mktemp -d)}"
 out="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN3D" --tp 2 --width 64 --depth 2 --heads 2 --context 32 --micro-batch 2 \
   --microbatches 2 --steps 4 --bench-warmup 1 --log-every 1000 --tp-wait-log "$DIR/log" 2>&1)" ||
   { echo "FAIL: train_3d --tp-wait-log: $out"; exit 1; }
+# Without timed steps there is nothing to log: one line naming the field, a nonzero exit, no file.
+bad="$("$LAUNCHER" --nproc-per-node 2 -- "$TRAIN3D" --tp 2 --width 64 --depth 2 --heads 2 --context 32 --steps 2 \
+  --tp-wait-log "$DIR/bad" 2>&1)" && { echo "FAIL: --tp-wait-log without --bench-warmup ran: $bad"; exit 1; }
+grep -q "tp-wait-log: got --bench-warmup 0 with --steps 2, expected 0 < bench-warmup < steps" <<<"$bad" &&
+  ! grep -q "Traceback\|terminate called" <<<"$bad" && ! ls "$DIR"/bad* >/dev/null 2>&1 ||
+  { echo "FAIL: --tp-wait-log without --bench-warmup: $bad"; exit 1; }
 reported="$(grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' <<<"$out")"
 skew="$(python3 "$SKEW" "$DIR/log" --world 2 --tp 2 --steps 3 2>&1)" || { echo "FAIL: tp_wait_skew: $skew"; exit 1; }
 python3 - "$DIR/log" "$reported" "$skew" <<'PY'

@@ -6,6 +6,8 @@
 // replicas with --dp-mode zero1). Ends with the train job's BENCH and DONE lines, plus the TP
 // group's counted bytes per step. --profile-ops prints each rank's OPS line as tools/train
 // does (zeropp/cli/op_profile.h), beside which `plan --predict --design 3d` prints its charge.
+// --tp-wait-log PREFIX writes each rank's TP waits over the timed steps (after --bench-warmup N)
+// to PREFIX.rank<N>, for tools/tp_wait_skew.py.
 //   zpp run --nproc-per-node 4 -- train_3d --tp 2 --pp 2 --schedule 1f1b --width 256 ...
 #include <algorithm>
 #include <cerrno>
@@ -136,6 +138,10 @@ Config Parse(int argc, char** argv) {
     it->second(argv[++i]);
   }
   if (c.tp < 1) throw std::invalid_argument("tp: got " + std::to_string(c.tp) + ", expected an integer >= 1");
+  if (!c.tp_wait_log.empty() && (c.bench_warmup == 0 || c.bench_warmup >= c.steps)) {
+    throw std::invalid_argument("tp-wait-log: got --bench-warmup " + std::to_string(c.bench_warmup) + " with --steps " +
+                                std::to_string(c.steps) + ", expected 0 < bench-warmup < steps (it logs the timed steps)");
+  }
   if (c.sp && c.model == "llama") throw std::invalid_argument("sp: the Llama's tensor-parallel form has no sequence parallelism");
   c.trainer.layout.zero = 1;  // no ZeRO-3 inside the baseline: TP is its intra-node parallelism
   return c;
