@@ -172,6 +172,12 @@ hardware_json.write(sys.argv[1], h)" "$WORK/$run.json" "$SET_VALUE"
       # as ./zpp calibrate would fit them now (tools/compute_fit.py): what the cost model charges
       # apart, the fixed cost per layer must not take in a second time.
       python3 tools/compute_fit.py refit "$WORK/$run.json" | sed "s|$WORK/||; s|^|# |" >>"$WORK/refits.txt"
+      # With tp_peer_skew (a what-if: --set tp_peer_skew=1), the TP pairs' link fitted again without
+      # the skew the planner then charges apart (tools/tp_pairs_fit.py), after the compute fit it uses.
+      if python3 -c "import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get('tp_peer_skew', 0) > 0 else 1)" \
+           "$WORK/$run.json"; then
+        python3 tools/tp_pairs_fit.py refit "$WORK/$run.json" | sed "s|^|# |" >>"$WORK/refits.txt"
+      fi
       sed -n 's/^#| //p' "$f" >"$WORK/$run.txt"
       # Its two-node links fitted again from the sweeps its calibration printed, as ./zpp calibrate
       # would fit them now (tools/link_fit.py).

@@ -420,6 +420,52 @@ TEST(Planner, TensorParallelCollectivesTakeCpuOnACpuBox) {
   one.micro_batch = 2;
   EXPECT_DOUBLE_EQ(BuildCostModel(m, one, charged, 1).forward_s, BuildCostModel(m, one, box, 1).forward_s);
 }
+// E[max of n lognormal factors of mean 1]: 1 alone or without spread; for two, 2 Phi(sigma / sqrt 2),
+// sigma^2 = ln(1 + cv^2); more peers wait longer.
+TEST(CostModel, ExpectedMaxOfLognormalFactors) {
+  EXPECT_DOUBLE_EQ(ExpectedMaxLognormal(1, 0.3), 1.0);
+  EXPECT_DOUBLE_EQ(ExpectedMaxLognormal(4, 0.0), 1.0);
+  for (const double cv : {0.1, 0.193, 0.5}) {
+    const double sigma = std::sqrt(std::log(1 + cv * cv));
+    EXPECT_NEAR(ExpectedMaxLognormal(2, cv), std::erfc(-sigma / 2), 1e-9) << cv;
+    EXPECT_GT(ExpectedMaxLognormal(4, cv), ExpectedMaxLognormal(2, cv));
+  }
+}
+
+// Hardware::tp_peer_skew (a what-if, off by default): on a CPU box a TP group's compute, its
+// collectives' waits aside, lasts E[max of tp factors of compute_cv] of itself; the waits keep their
+// time; no TP group, a GPU or no spread: nothing changes.
+TEST(Planner, TensorParallelPeersSkewStretchesTheirCompute) {
+  Hardware box = Toy();
+  box.shared_compute_units = 2;
+  box.compute_cv = 0.2;
+  Hardware skewed = box;
+  skewed.tp_peer_skew = 1;
+  const double k = ExpectedMaxLognormal(2, 0.2) - 1;
+  const ModelShape m = Small();
+  Layout l = Tp2(1);
+  l.micro_batch = 2;
+  const scheduler::CostModel a = BuildCostModel(m, l, skewed, 2), b = BuildCostModel(m, l, box, 2);
+  EXPECT_NEAR(a.forward_s - a.forward_wait_s, (1 + k) * (b.forward_s - b.forward_wait_s), 1e-12);
+  EXPECT_NEAR(a.backward_input_s - a.backward_input_wait_s, (1 + k) * (b.backward_input_s - b.backward_input_wait_s),
+              1e-12);
+  EXPECT_NEAR(a.backward_weight_s, (1 + k) * b.backward_weight_s, 1e-12);
+  EXPECT_DOUBLE_EQ(a.forward_wait_s, b.forward_wait_s);
+  EXPECT_DOUBLE_EQ(a.backward_input_wait_s, b.backward_input_wait_s);
+  const auto& ea = a.virtual_stage_extra[0];
+  const auto& eb = b.virtual_stage_extra[0];
+  EXPECT_NEAR(ea.forward_s - ea.forward_wait_s, (1 + k) * (eb.forward_s - eb.forward_wait_s), 1e-12);
+  Hardware gpu = skewed;
+  gpu.shared_compute_units = 0;
+  Hardware gpu_plain = box;
+  gpu_plain.shared_compute_units = 0;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, l, gpu, 2).forward_s, BuildCostModel(m, l, gpu_plain, 2).forward_s);
+  Layout one;
+  one.design = Design::k3D;
+  one.micro_batch = 2;
+  EXPECT_DOUBLE_EQ(BuildCostModel(m, one, skewed, 1).forward_s, BuildCostModel(m, one, box, 1).forward_s);
+}
+
 // ZeRO-3 without prefetch waits on every gather at once; the prediction reports those gathers' link
 // time (what ./zpp calibrate fits the gathers' own link to, tools/calibrate_pairs.sh). With the
 // default prefetch of one unit only each pass's first gather is waited on at once.

@@ -287,5 +287,23 @@ double OffloadedOptimizerSeconds(const Hardware& hw, double params, Offload opti
   return norm + std::max({pcie, cpu, io});
 }
 
+double ExpectedMaxLognormal(int n, double cv) {
+  if (n <= 1 || cv <= 0) return 1.0;
+  // Over z, a standard normal: the factor exp(sigma z - sigma^2 / 2) is the largest of n with
+  // density n phi(z) Phi(z)^(n-1); the trapezoid rule on [-10, 10].
+  const double sigma = std::sqrt(std::log1p(cv * cv));
+  const int steps = 4000;
+  const double lo = -10, h = 20.0 / steps;
+  double sum = 0;
+  for (int i = 0; i <= steps; ++i) {
+    const double z = lo + i * h;
+    const double phi = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+    const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+    const double f = std::exp(sigma * z - 0.5 * sigma * sigma) * n * phi * std::pow(cdf, n - 1);
+    sum += (i == 0 || i == steps ? 0.5 : 1.0) * f;
+  }
+  return sum * h;
+}
+
 }  // namespace planner
 }  // namespace zeropp

@@ -101,6 +101,11 @@ struct ActionCost {
   double Backward() const { return backward_input_s + backward_weight_s; }
 };
 
+// E[max of n independent lognormal factors of mean 1 and coefficient of variation cv]: how long a
+// group that waits for its slowest member takes, in units of one member's mean time (1 for n = 1
+// or cv = 0; for n = 2, 2 * Phi(sigma / sqrt 2), sigma^2 = ln(1 + cv^2)).
+double ExpectedMaxLognormal(int n, double cv);
+
 ActionCost LayerCost(const ModelShape& m, const Hardware& hw, const ComputeOptions& o);
 // LM head + loss; with tensor parallelism, its input's copy/gather and the vocabulary-parallel
 // loss's three small collectives.

@@ -174,6 +174,7 @@ Hardware ParseHardware(const std::string& json_text, const std::string& origin) 
   if (r.Has("comm_cpu_messages_per_tp_collective")) {
     h.comm_cpu_messages_per_tp_collective = r.Number("comm_cpu_messages_per_tp_collective", 0, 1000);
   }
+  if (r.Has("tp_peer_skew")) h.tp_peer_skew = r.Number("tp_peer_skew", 0, 10);
   if (r.Has("overlap_compute_slowdown")) {
     h.overlap_compute_slowdown = r.Number("overlap_compute_slowdown", 0, 10);
   }

@@ -141,6 +141,12 @@
 //   comm_cpu_messages_per_tp_collective optional, CPU boxes, default 0: the CPU a tensor-parallel
 //                                collective takes each of its ranks outside the wait, in
 //                                comm_cpu_us_per_message units (charged as the rank's compute)
+//   tp_peer_skew                 optional, CPU boxes, default 0 (off): a tensor-parallel group moves
+//                                at its slowest peer's pace, each peer's compute between two of its
+//                                collectives lasting its own lognormal factor of compute_cv: 1
+//                                stretches a TP group's compute by E[max of tp such factors] - 1
+//                                (benchmarks/results/tp-wait-skew-2026-12-03.txt); a what-if
+//                                until --fresh runs validate it
 //   overlap_compute_slowdown     optional, default 0: how much longer computation takes while a
 //                                collective of the comm stream runs beside it (NCCL's kernels take
 //                                SMs and memory bandwidth from the GEMMs they overlap): 0.189 is
@@ -221,6 +227,7 @@ struct Hardware {
   double comm_cpu_inter_bytes_per_s = 0;  // 0: CommCpuBytesPerSecond()
   double comm_cpu_s_per_message = 0;
   double comm_cpu_messages_per_tp_collective = 0;
+  double tp_peer_skew = 0;
   double overlap_compute_slowdown = 0;
   double CommCpuBytesPerSecond() const { return comm_cpu_bytes_per_s > 0 ? comm_cpu_bytes_per_s : intra.Effective(); }
   double CommCpuInterBytesPerSecond() const {

@@ -190,6 +190,17 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
       a->backward_input_s += a->tp_backward_calls * each;
     }
   }
+  // A TP group moves at its slowest peer's pace (Hardware::tp_peer_skew, off by default): its
+  // compute between collectives stretched by E[max of tp factors] - 1, as compute (which the box's
+  // sharing stretches too), not as a fixed wait.
+  if (hw.shared_compute_units > 0 && l.tp > 1 && hw.tp_peer_skew > 0 && hw.compute_cv > 0) {
+    const double k = hw.tp_peer_skew * (ExpectedMaxLognormal(l.tp, hw.compute_cv) - 1);
+    for (ActionCost* a : {&layer, &head, &embed}) {
+      a->forward_s += k * std::max(0.0, a->forward_s - a->tp_forward_s);
+      a->backward_input_s += k * std::max(0.0, a->backward_input_s - (a->tp_comm_s - a->tp_forward_s));
+      a->backward_weight_s += k * a->backward_weight_s;
+    }
+  }
   const double layers_per_stage = static_cast<double>(m.layers) / l.pp;
   scheduler::CostModel c;
   c.forward_s = layers_per_stage * layer.forward_s;
