@@ -146,7 +146,8 @@
 //                                collectives lasting its own lognormal factor of compute_cv: 1
 //                                stretches a TP group's compute by E[max of tp such factors] - 1
 //                                (benchmarks/results/tp-wait-skew-2026-12-03.txt); a what-if
-//                                until --fresh runs validate it
+//                                that did worse over r29-r152 (planner-local-whatif-tp-peer-skew-
+//                                2026-12-03.txt), kept for --history --set
 //   overlap_compute_slowdown     optional, default 0: how much longer computation takes while a
 //                                collective of the comm stream runs beside it (NCCL's kernels take
 //                                SMs and memory bandwidth from the GEMMs they overlap): 0.189 is
