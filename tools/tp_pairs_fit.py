@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hardware_json  # noqa: E402
@@ -31,18 +32,10 @@ NOTE = re.compile(r"intra_node_oversubscribed from two tp=2 jobs.*?per hop \(([^
 SHAPE = re.compile(r"width (\d+) context (\d+) x (\d+): ([0-9.]+) s measured")
 
 
-def expected_max_minus_one(cv, n=2, steps=4000):
-    """E[max of n lognormal factors of mean 1 and cv] - 1 (the planner's ExpectedMaxLognormal)."""
-    if cv <= 0:
-        return 0.0
-    sigma = math.sqrt(math.log1p(cv * cv))
-    h, total = 20.0 / steps, 0.0
-    for i in range(steps + 1):
-        z = -10 + i * h
-        f = math.exp(sigma * z - sigma * sigma / 2) * n * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-        f *= (0.5 * math.erfc(-z / math.sqrt(2))) ** (n - 1)
-        total += (0.5 if i in (0, steps) else 1.0) * f
-    return total * h - 1
+def expected_max_minus_one(cv):
+    """E[max of 2 lognormal factors of mean 1 and cv] - 1: 2 Phi(sigma / sqrt 2) - 1, sigma^2 = ln(1 + cv^2),
+    the closed form for the pairs' two peers (the planner's ExpectedMaxLognormal integrates any tp)."""
+    return math.erfc(-math.sqrt(math.log1p(cv * cv)) / 2) - 1 if cv > 0 else 0.0
 
 
 def predict(plan, hw, link, width, ctx, mb, field):
@@ -52,8 +45,8 @@ def predict(plan, hw, link, width, ctx, mb, field):
         unit[key] = link
     for key in ("intra_node_oversubscribed_gather", "intra_node_p2p", "tp_peer_skew"):
         unit.pop(key, None)
-    path = "%s.unit.%d.json" % (os.environ.get("TMPDIR", "/tmp") + "/tp_pairs_fit", os.getpid())
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix="tp_pairs_fit.", suffix=".json")
+    os.close(fd)
     hardware_json.write(path, unit)
     try:
         args = [plan, "--predict", "--hardware", path, "--hidden", str(width), "--layers", str(DEPTH), "--heads",
