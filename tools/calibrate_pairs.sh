@@ -78,8 +78,8 @@ trap 'rm -rf "$WORK"' EXIT
 # REPS times in turn, prints the mean over their ranks of the measured wait per step and the two
 # unit-link coefficients.
 measure() {
-  local kind=$1 width=$2 ctx=$3 mb=$4 j p r wait_s link jobs=$JOBS
-  local tag="$kind-$width-$ctx-$mb" coef=()
+  local kind=$1 width=$2 ctx=$3 mb=$4 j p r wait_s jobs=$JOBS
+  local tag="$kind-$width-$ctx-$mb" coef
   [[ $kind == tp-filled ]] && jobs=$(((UNITS + 1) / 2))
   for ((r = 0; r < REPS; r++)); do
     local pids=()
@@ -107,23 +107,9 @@ measure() {
       awk '{ s += $1 * $2 / 100 } END { if (NR) print s / NR }')" || true
   fi
   [[ -n "$wait_s" ]] || { echo "calibrate_pairs: the $kind jobs at width $width, context $ctx printed no wait" >&2; exit 1; }
-  # The planner's time for this job on two unit links: latency 1000 us alone, 1 GB/s alone. The unit
-  # link goes in every intra-node field a 2-rank job's TP collectives or gathers may take.
-  for link in '{"bandwidth_gbps": 1e6, "latency_us": 1000, "efficiency": 1}' \
-              '{"bandwidth_gbps": 1, "latency_us": 0, "efficiency": 1}'; do
-    python3 -c "import json,sys; h=json.load(open('$OUT')); l=json.loads(sys.argv[1]); h['intra_node']=l; \
-h['intra_node_oversubscribed']=l; h['intra_node_tp_filled']=l; \
-h.pop('intra_node_oversubscribed_gather', None); h.pop('intra_node_p2p', None); \
-json.dump(h, open('$WORK/unit.json','w'))" "$link"
-    if [[ $kind == tp* ]]; then
-      set -- --design 3d --tp 2 --global-batch $((M * mb)) && field=tp_collectives_s
-    else
-      set -- --design zero3 --zero 2 --prefetch 0 --global-batch $((2 * M * mb)) && field=blocking_gather_s
-    fi
-    coef+=("$(bazel-bin/tools/plan --predict --hardware "$WORK/unit.json" --hidden "$width" --layers $DEPTH \
-      --heads $HEADS --vocab 256 --seq "$ctx" --cpu-attention --gpus 2 --micro-batch "$mb" "$@" |
-      grep -oP "(?<=$field=)[0-9.]+")")
-  done
+  # The planner's time for this job on two unit links (latency 1000 us alone, 1 GB/s alone: tools/unit_links.py).
+  coef=($(python3 tools/unit_links.py "$OUT" "$kind" "$width" $DEPTH $HEADS "$ctx" $M "$mb")) && ((${#coef[@]} == 2)) ||
+    { echo "calibrate_pairs: the planner gave no unit-link times for the $kind jobs at width $width, context $ctx" >&2; exit 1; }
   echo "$width $ctx $mb $wait_s ${coef[0]} ${coef[1]}"
 }
 

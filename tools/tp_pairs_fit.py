@@ -5,7 +5,7 @@ wait per step at three shapes, "(width W context C x MB: S s measured / ...)" in
 current planner.
 
 The fit is calibrate_pairs.sh's: wait = latency x A + B / bandwidth, A and B the planner's TP
-collective time for the job on two unit links (1000 us alone; 1 GB/s alone), least squares on
+collective time for the job on two unit links (tools/unit_links.py), least squares on
 relative error (relative_fit.py). With tp_peer_skew set in the description, the part of the wait the
 planner now charges as its peers' skew comes off first: E[max of 2 lognormal factors of compute_cv]
 - 1 times the pair's compute per step, which on the box's cores, two jobs' 4 ranks on 2 cores, runs
@@ -18,15 +18,14 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hardware_json  # noqa: E402
 import relative_fit  # noqa: E402
+import unit_links  # noqa: E402
 
-PLAN = "bazel-bin/tools/plan"
+PLAN = unit_links.PLAN
 DEPTH, HEADS, M = 4, 4, 8  # calibrate_pairs.sh's jobs
 NOTE = re.compile(r"intra_node_oversubscribed from two tp=2 jobs.*?per hop \(([^)]*)\)")
 SHAPE = re.compile(r"width (\d+) context (\d+) x (\d+): ([0-9.]+) s measured")
@@ -40,25 +39,7 @@ def expected_max_minus_one(cv):
 
 def predict(plan, hw, link, width, ctx, mb, field):
     """The planner's `field` for one of the pairs' jobs, every intra-node link of `hw` set to `link`."""
-    unit = dict(hw)
-    for key in ("intra_node", "intra_node_oversubscribed", "intra_node_tp_filled"):
-        unit[key] = link
-    for key in ("intra_node_oversubscribed_gather", "intra_node_p2p", "tp_peer_skew"):
-        unit.pop(key, None)
-    fd, path = tempfile.mkstemp(prefix="tp_pairs_fit.", suffix=".json")
-    os.close(fd)
-    hardware_json.write(path, unit)
-    try:
-        args = [plan, "--predict", "--hardware", path, "--hidden", str(width), "--layers", str(DEPTH), "--heads",
-                str(HEADS), "--vocab", "256", "--seq", str(ctx), "--cpu-attention", "--gpus", "2", "--micro-batch",
-                str(mb), "--design", "3d", "--tp", "2", "--global-batch", str(M * mb)]
-        out = subprocess.run(args, capture_output=True, text=True)
-    finally:
-        os.remove(path)
-    found = re.search(r" %s=([0-9.e+-]+)" % field, out.stdout)
-    if out.returncode != 0 or not found:
-        sys.exit(f"tp_pairs_fit: plan {' '.join(args[1:])}: {out.stderr.strip() or 'no ' + field + ' in its output'}")
-    return float(found.group(1))
+    return unit_links.predict(plan, hw, link, "tp", (width, DEPTH, HEADS, ctx, M, mb), field)
 
 
 def refit(hw_path, plan):
@@ -72,12 +53,8 @@ def refit(hw_path, plan):
     slow = 2.0 * hw.get("oversubscribed_compute_factor", 1.0)  # two jobs' 4 ranks on the box's 2 cores
     rows, taken = [], []
     for width, ctx, mb, wait in shapes:
-        a = predict(plan, hw, {"bandwidth_gbps": 1e6, "latency_us": 1000, "efficiency": 1}, width, ctx, mb,
-                    "tp_collectives_s")
-        b = predict(plan, hw, {"bandwidth_gbps": 1, "latency_us": 0, "efficiency": 1}, width, ctx, mb,
-                    "tp_collectives_s")
-        compute = predict(plan, hw, {"bandwidth_gbps": 1e6, "latency_us": 0, "efficiency": 1}, width, ctx, mb,
-                          "compute_s") if skew > 0 else 0.0
+        a, b = unit_links.coefficients(plan, hw, "tp", (width, DEPTH, HEADS, ctx, M, mb))
+        compute = predict(plan, hw, unit_links.NULL_LINK, width, ctx, mb, "compute_s") if skew > 0 else 0.0
         off = skew * compute * slow
         if wait - off <= 0:
             sys.exit(f"tp_pairs_fit: {hw_path}: width {width} context {ctx} x {mb}: the skew charged ({off:.4f} s) "
