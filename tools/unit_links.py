@@ -8,7 +8,9 @@ A job's wait is latency x A + B / bandwidth: A the planner's time at a link of 1
 bandwidth limit (divided by 1e-3: seconds per second of latency), B its time at 1 GB/s and no latency
 (times 1e9: seconds times bytes per second). The unit link goes in every intra-node field a 2-rank
 job's TP collectives or gathers may take; the links fitted from it, and tp_peer_skew (the planner's
-what-if that charges peers' skew apart from the link), are dropped.
+what-if that charges peers' skew apart from the link), are dropped: the link fitted from these times
+takes the whole measured wait, so a description with tp_peer_skew set needs `tools/tp_pairs_fit.py refit`
+after calibrate_pairs.sh, as `./zpp bench planner-local --history --set tp_peer_skew=...` does.
 
 Kinds (calibrate_pairs.sh's): tp and tp-filled, a tp=2 job of the 3D baseline (its TP collectives,
 tp_collectives_s); gather, a 2-rank ZeRO-3 job without prefetch (its blocking gathers, blocking_gather_s).
