@@ -126,5 +126,20 @@ else
   fail "unknown allocator (rc=$rc): $out"
 fi
 
+# The port the launcher picks for rank 0's store lies below the kernel's ephemeral range, which
+# outgoing connections and port-0 listeners draw from (so none of theirs can take it first).
+read -r eph_low _ </proc/sys/net/ipv4/ip_local_port_range
+ports=""
+for _ in 1 2 3 4 5; do ports="$ports $("$LAUNCHER" --nproc-per-node 1 -- /bin/sh -c 'echo $MASTER_PORT' 2>&1 | sed 's/^\[rank 0\] //')"; done
+bad=""
+for p in $ports; do [[ "$p" =~ ^[0-9]+$ ]] && ((p >= 10000 && p < eph_low)) || bad="$bad $p"; done
+if [[ -z "$bad" && $((eph_low - 10000)) -ge 1000 ]]; then
+  pass "picked ports$ports below the ephemeral range ($eph_low)"
+elif [[ $((eph_low - 10000)) -lt 1000 ]]; then
+  echo "SKIP: the ephemeral range starts at $eph_low, leaving no room below it; the launcher binds port 0"
+else
+  fail "picked ports$ports: not in [10000, $eph_low):$bad"
+fi
+
 echo "$PASSES passed, $FAILS failed"
 [[ $FAILS -eq 0 ]]

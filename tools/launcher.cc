@@ -31,6 +31,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -200,6 +202,27 @@ int TryBind(const std::string& addr, int port) {
   return ntohs(sa.sin_port);
 }
 
+// A free port for rank 0's store, chosen below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range). A port bound at 0 comes from that range, the one every outgoing
+// connection and every Gloo listener also draws from, so between this check and rank 0's listen
+// another job's connection could take it (a checkpoint test on 4 ranks failed so, with EADDRINUSE,
+// beside a parallel test). Below the range only an explicit listener can. Falls back to port 0
+// where the range leaves no room below it.
+int PickPort(const std::string& addr) {
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  const int first = 10000, last = low - 1;
+  if (last - first >= 1000) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(first, last);
+    for (int i = 0; i < 200; ++i) {
+      const int port = TryBind(addr, pick(rng));
+      if (port > 0) return port;
+    }
+  }
+  return TryBind(addr, 0);
+}
+
 struct Rank {
   int local = 0;
   int global = 0;
@@ -260,7 +283,7 @@ int main(int argc, char** argv) {
   const bool pick_port = args.master_port < 0 && args.nnodes == 1;
   if (args.master_port < 0) {
     if (args.nnodes == 1) {
-      args.master_port = TryBind(args.master_addr, 0);
+      args.master_port = PickPort(args.master_addr);
       if (args.master_port < 0) Die("cannot find a free port on " + args.master_addr + ": " + strerror(errno));
     } else {
       args.master_port = 29500;
@@ -290,7 +313,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zpp run: %s; restarting all %d local ranks (restart %d of %d)\n", o.failure.c_str(),
                  args.nproc, attempt + 1, args.max_restarts);
     if (pick_port) {
-      args.master_port = TryBind(args.master_addr, 0);
+      args.master_port = PickPort(args.master_addr);
       if (args.master_port < 0) Die("cannot find a free port on " + args.master_addr + ": " + strerror(errno));
     }
   }
