@@ -206,8 +206,10 @@ int TryBind(const std::string& addr, int port) {
 // (net.ipv4.ip_local_port_range). A port bound at 0 comes from that range, the one every outgoing
 // connection and every Gloo listener also draws from, so between this check and rank 0's listen
 // another job's connection could take it (a checkpoint test on 4 ranks failed so, with EADDRINUSE,
-// beside a parallel test). Below the range only an explicit listener can. Falls back to port 0
-// where the range leaves no room below it.
+// beside a parallel test). Below the range only an explicit listener can; the window between
+// this check and rank 0's listen remains for those. Handing rank 0 this socket itself
+// (c10d::TCPStoreOptions::masterListenFd) would close it, at the price of keeping one listener
+// alive across restarts; not done. Falls back to port 0 where the range leaves no room below it.
 int PickPort(const std::string& addr) {
   int low = 32768, high = 60999;
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
