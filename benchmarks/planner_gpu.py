@@ -8,7 +8,8 @@ offloaded runs, which report PROFILE instead) are skipped. The shape sweep (sect
 2026-11-26 log printed no headers: its steps come from its RESULT lines' names (w, l, s, b, rc;
 head dim 128, vocabulary 256, as that section runs them) and their reference= (the measured step);
 later logs print both, and a RESULT line of the run just read from its BENCH line is skipped. Predicts each step with
-`plan --predict --gpus 1 --design zero3` on the description given (one micro-batch of
+`plan --predict --gpus 1 --design zero3` on the description given, by default the datasheet
+description of the GPU each log's header names (one micro-batch of
 tokens/context sequences, byte vocabulary, bf16) and prints, per step, predicted/measured, then
 
   RESULT planner-gpu steps_within_10pct=K count reference=N ratio=K/N target=1.0 MET|MISSED
@@ -21,7 +22,7 @@ newest lease), which measured the runtime as it is now; earlier leases measured 
 Nothing is fitted here: the description is whatever the file holds (its "source" says which of
 its numbers came from which measurement).
 
-  python3 benchmarks/planner_gpu.py --plan bazel-bin/tools/plan --hardware h100-80gb-ib400x8 LOG...
+  python3 benchmarks/planner_gpu.py --plan bazel-bin/tools/plan [--hardware auto|DESCRIPTION] LOG...
 """
 import argparse
 import os
@@ -62,22 +63,40 @@ def steps(path):
     return out
 
 
+# The datasheet description of each GPU a lease has run on, by the name its log's header gives.
+DESCRIPTIONS = (("H200", "h200-141gb-ib400x8"), ("H100", "h100-80gb-ib400x8"), ("A100", "a100-80gb-ib200x8"))
+
+
+def gpu_description(log):
+    """The description of the GPU a log's header names (its first lines: 'one NVIDIA H100 80GB ...')."""
+    with open(log) as f:
+        head = "".join(f.readline() for _ in range(3))
+    for name, description in DESCRIPTIONS:
+        if "NVIDIA " + name in head:
+            return description
+    sys.exit("planner_gpu: %s: its header names no GPU of %s; expected 'NVIDIA H100' or the like in its first "
+             "3 lines (or pass --hardware)" % (log, ", ".join(n for n, _ in DESCRIPTIONS)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plan", required=True, help="the plan binary")
-    ap.add_argument("--hardware", required=True, help="a description: a name or a path")
+    ap.add_argument("--hardware", default="auto",
+                    help="a description (a name or a path), or auto: each log's own GPU (its header's name)")
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args()
     errors, latest = [], []
     print("%-24s %-22s %10s %11s %7s" % ("log:line", "shape", "measured_s", "predicted_s", "ratio"))
     for log in a.logs:
+        hardware = a.hardware if a.hardware != "auto" else gpu_description(log)
+        print("# %s: predicted from %s" % (log.split("/")[-1], hardware))
         for run, measured in steps(log):
             args = ["--gpus", "1", "--design", "zero3", "--global-batch", str(run["micro_batch"])]
             for k in ("hidden", "layers", "heads", "seq", "vocab", "micro_batch"):
                 args += ["--" + k.replace("_", "-"), str(run[k])]
             if run["recompute"]:
                 args.append("--recompute")
-            predicted = float(predict(a.hardware, args, plan=a.plan, who="planner_gpu")["step_s"])
+            predicted = float(predict(hardware, args, plan=a.plan, who="planner_gpu")["step_s"])
             shape = "h%d l%d s%d b%d%s" % (run["hidden"], run["layers"], run["seq"], run["micro_batch"],
                                           " rc" if run["recompute"] else "")
             print("%-24s %-22s %10.4f %11.4f %7.3f" % ("%s:%d" % (log.split("/")[-1], run["line"]), shape, measured,

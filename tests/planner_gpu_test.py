@@ -1,7 +1,8 @@
 """benchmarks/planner_gpu.py: the steps it reads from gpu_checks.sh logs (a run's header, its
 recompute line and BENCH line; a run without BENCH skipped; the shape sweep's RESULT lines), the
 arguments it gives plan, and its RESULT lines, against a stand-in plan whose prediction is worked out
-by hand; a log without steps is refused with a nonzero exit."""
+by hand; by default the description of the GPU each log's header names; a log without steps, or
+whose header names no GPU it knows, is refused with a nonzero exit."""
 import os
 import stat
 import subprocess
@@ -65,6 +66,24 @@ def main():
                            text=True)
         assert "RESULT planner-gpu steps_within_10pct=3 count reference=5 ratio=0.600" in p.stdout, p.stdout
         assert "RESULT planner-gpu-latest steps_within_10pct=2 count reference=3 ratio=0.667" in p.stdout, p.stdout
+        # auto (the default): each log predicted from the datasheet description of the GPU its header names.
+        h200, h100 = os.path.join(d, "gpu-y.txt"), os.path.join(d, "gpu-z.txt")
+        with open(h200, "w") as f:
+            f.write("# GPU checks, on a lent machine: one NVIDIA H200 (143771 MiB)\n" + LOG)
+        with open(h100, "w") as f:
+            f.write("# GPU checks, on a lent machine: one NVIDIA H100 80GB HBM3\n" + LOG)
+        os.remove(os.path.join(d, "calls"))
+        p = subprocess.run([sys.executable, TOOL, "--plan", plan, h100, h200], capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+        calls = open(os.path.join(d, "calls")).read().splitlines()
+        assert len(calls) == 6, calls
+        assert all("--hardware h100-80gb-ib400x8" in c for c in calls[:3]), calls
+        assert all("--hardware h200-141gb-ib400x8" in c for c in calls[3:]), calls
+        assert "# gpu-y.txt: predicted from h200-141gb-ib400x8" in p.stdout, p.stdout
+        # A log whose header names no known GPU is refused in one line naming the log.
+        p = subprocess.run([sys.executable, TOOL, "--plan", plan, log], capture_output=True, text=True)
+        assert p.returncode != 0 and "gpu-x.txt: its header names no GPU" in p.stderr, p.stdout + p.stderr
+        assert "Traceback" not in p.stderr, p.stderr
         empty = os.path.join(d, "empty.txt")
         open(empty, "w").close()
         p = subprocess.run([sys.executable, TOOL, "--plan", plan, "--hardware", "h", empty], capture_output=True, text=True)
