@@ -39,7 +39,8 @@ def main(argv):
     rows = []
     for f in glob.glob(os.path.join(d, 'planner-local-*-r*.txt')):
         m = re.search(r'-r(\d+)\.txt$', f)
-        t = open(f).read() if m else ''
+        with open(f) as fh:
+            t = fh.read() if m else ''
         q = P2P.search(t)
         if not q:
             continue
@@ -54,7 +55,7 @@ def main(argv):
     print('run   level1 level4 pp2    pp4    zero   3d')
     for r in rows:
         print('r%-4d %.3f  %.3f  %.3f  %.3f  %.3f  %.3f' % r)
-    for since in (0, 127):
+    for since in (0, 127):  # all runs, and those since r127, the split the history's README counts
         sel = [r for r in rows if r[0] >= since]
         if len(sel) < 3:
             continue
