@@ -189,6 +189,16 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
       w.traced = false;
       x.queue.push_back(w);
     };
+    // A synchronous copy of `seconds` on the training thread (CostModel::staging_blocks): after the
+    // computation queued before it, before anything after it; it takes no core.
+    auto block_for = [&](double seconds, const std::string& label) {
+      if (seconds <= 0) return;
+      Work w;
+      w.label = label;
+      w.seconds = seconds * draw(cost.comm_cv);
+      w.shared = false;
+      x.queue.push_back(w);
+    };
     // A collective of `seconds` (`idle_seconds` on an idle box where load_dependent): returns when
     // it finishes, or kPending where that is decided as the simulation runs. Of its time, the
     // `wire_s` after the first `lead_s` is the collective's own (NCCL's kernels: what slows the
@@ -220,10 +230,12 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
         const bool idle_twin = cost.zero > 1 && cost.has_intra_idle && &link == &cost.intra;
         const double idle_wire_s = idle_twin ? cost.intra_idle.Time(gather_bytes, collectives(vstage)) : wire_s;
         if (at_once) x.blocking_gather_s += wire_s;
-        const double staging_s = chunk_bytes(vstage) / cost.zero * cost.gather_staging_s_per_byte;
+        const double staged_s = chunk_bytes(vstage) / cost.zero * cost.gather_staging_s_per_byte;
         // zero = 1 keeps the chunk in place (nothing to gather) unless it is offloaded: then the
         // shard is staged and copied into its own unsharded buffer.
         const bool moves = cost.zero > 1 || cost.gather_staging_s_per_byte > 0;
+        if (cost.staging_blocks) block_for(staged_s, name + " (staging)");
+        const double staging_s = cost.staging_blocks ? 0.0 : staged_s;
         const double rest_s = chunk_bytes(vstage) / cost.copy_bytes_per_s + staging_s;
         const double gather_s = moves ? wire_s + rest_s : 0.0, idle_gather_s = moves ? idle_wire_s + rest_s : 0.0;
         x.gather_ready[a.chunk] = on_comm(gather_s, idle_gather_s, &x.gather_bytes, gather_bytes, moves ? staging_s : 0.0,
@@ -247,7 +259,8 @@ SimResult SimulateOnce(const Schedule& s, const CostModel& cost, std::mt19937_64
           // and written by each later one (the accumulation).
           const bool later = !x.reduced.insert(a.chunk).second;
           const double staging = cost.reduce_staging_s_per_byte + (later ? cost.reduce_accumulate_s_per_byte : 0.0);
-          const double rest_s = chunk_bytes(vstage) / cost.zero * staging;
+          double rest_s = chunk_bytes(vstage) / cost.zero * staging;
+          if (cost.staging_blocks) block_for(rest_s, name + " (staging)"), rest_s = 0;
           const Link& idle = cost.has_intra_idle ? cost.intra_idle : cost.intra;
           const double reduced = gather_bytes * cost.reduce_bytes_factor;
           const double wire_s = cost.intra.Time(reduced, collectives(vstage));

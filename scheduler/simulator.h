@@ -99,6 +99,15 @@ struct CostModel {
   double gather_staging_s_per_byte = 0;
   double reduce_staging_s_per_byte = 0;
   double reduce_accumulate_s_per_byte = 0;
+  // The staging above is a synchronous copy on the training thread (zeropp on a GPU: the gather's
+  // host shard goes to the device by a blocking copy when the gather is issued, the reduced
+  // gradient comes back by one when it lands, each behind the computation queued before it): it
+  // runs on the rank's compute timeline, in program order, and nothing after it starts before it
+  // ends. false: it rides the comm stream beside the computation, before the gather's collective
+  // and after the reduction's. For zero = 1 only (no collective): with one, the collective would
+  // stay on the comm stream from the action's issue, not wait for its staging as the executor's
+  // does, and a comm-bound step would hide the staging (the planner keeps the comm stream there).
+  bool staging_blocks = false;
   Link inter;                       // between stages (activations, gradients)
   // CPU seconds per byte a rank moves (gathers, reduce-scatters, sends, receives), taken from its
   // compute: on a CPU box whose ranks outnumber its cores the transport's copies run on the cores

@@ -106,6 +106,12 @@ TEST(Planner, OffloadedParametersLeaveTheDeviceAndAreStagedPerGather) {
   EXPECT_DOUBLE_EQ(c.gather_staging_s_per_byte, 1 / 20e9);
   EXPECT_DOUBLE_EQ(c.reduce_staging_s_per_byte, 1 / 20e9);
   EXPECT_DOUBLE_EQ(c.reduce_accumulate_s_per_byte, 0);
+  // With a sharding group the staging rides the comm stream before its collective; on one GPU
+  // (zero = 1) the executor's copies block its training thread: they run between the computations.
+  EXPECT_FALSE(c.staging_blocks);
+  Layout one = l;
+  one.zero = 1;
+  EXPECT_TRUE(BuildCostModel(m, one, h, 1).staging_blocks);
   l.offload = l.params_offload = Offload::kNvme;
   const MemoryBreakdown nvme = PredictMemory(m, l, h, 32);
   EXPECT_DOUBLE_EQ(nvme.ModelState() + nvme.host, 0);

@@ -582,6 +582,40 @@ TEST(Simulator, OffloadedShardsAreStagedForEachGatherAndReduction) {
   EXPECT_NEAR(comm_seconds(Simulate(s, c)), 0, 1e-12);
 }
 
+// Staged by blocking copies (CostModel::staging_blocks, zeropp on a GPU): each staging runs on the
+// rank's compute timeline between its computations, so a one-rank step is every computation plus
+// every staging, where on the comm stream the staging hid behind the computation beside it.
+TEST(Simulator, BlockingStagingRunsBetweenTheComputations) {
+  using namespace scheduler;
+  Zero3Plan z;
+  z.units = 2;
+  const Schedule s = Zero3(2, z);
+  int gathers = 0, reductions = 0;
+  for (const Action& a : s.ranks[0]) {
+    gathers += a.kind == ActionKind::kGather;
+    reductions += a.kind == ActionKind::kReduceGrad;
+  }
+  CostModel c;
+  c.zero = 1;
+  c.stage_param_bytes = 800;  // two units of 400 B, the whole unit staged each time
+  c.intra = {0.0, 1e300};
+  c.forward_s = 1.0, c.backward_s = 2.0;  // a unit's share: half of each
+  c.gather_staging_s_per_byte = 1e-3, c.reduce_staging_s_per_byte = 2e-3;
+  const double compute = 2 * (1.0 + 2.0), staging = 400 * (gathers * 1e-3 + reductions * 2e-3);
+  const double overlapped = Simulate(s, c).step_s;
+  c.staging_blocks = true;
+  const SimResult blocked = Simulate(s, c);
+  EXPECT_NEAR(blocked.step_s, compute + staging, 1e-9);
+  EXPECT_LT(overlapped, compute + staging - 0.1);  // the comm stream overlapped some of it
+  // The staging is traced on the compute track, one span per gather and reduction; nothing on comm.
+  int spans = 0;
+  for (const SimEvent& e : blocked.events) {
+    spans += e.name.find("(staging)") != std::string::npos;
+    EXPECT_FALSE(e.cat == "comm" && e.end_s - e.start_s > 1e-12) << e.name;
+  }
+  EXPECT_EQ(spans, gathers + reductions);
+}
+
 }  // namespace
 }  // namespace planner
 }  // namespace zeropp

@@ -365,6 +365,15 @@ CostParts BuildCostParts(const ModelShape& m, const Layout& l, const Hardware& h
     c.gather_staging_s_per_byte = pcie + nvme;
     c.reduce_staging_s_per_byte = pcie + nvme;
     c.reduce_accumulate_s_per_byte = nvme;
+    // On a GPU both copies are blocking calls on the training thread (ForBackend's and
+    // AccumulateGradShard's copies are synchronous), so they run between the computations, not
+    // beside them: on two leases the step less its host update was the staging plus the
+    // computation (2026-11-28's H100, 0.41 s against 0.31 + 0.08; 2026-12-04's H200, 0.67 s against
+    // 0.53 + 0.14), where the comm stream had charged their larger alone
+    // (benchmarks/results/planner-gpu-offload-2026-12-05.txt). With a sharding group the
+    // collective follows its staging and the simulation cannot yet order the two: there the
+    // comm stream keeps them, in order (never measured on a GPU).
+    c.staging_blocks = hw.shared_compute_units == 0 && l.zero == 1;
   }
   // On a CPU box the transport runs on the compute cores: each byte a rank sends costs it the
   // compute the calibration measured per byte (Hardware::comm_cpu_bytes_per_s), and per byte that

@@ -18,7 +18,7 @@
 #   (RESULT planner-gpu-*, planner-gpu-offload-*, planner-gpu-params-offload-*).
 #   ./gpu_checks.sh [quick|oversized|resident]   quick: small sizes (a smoke run); oversized: checks
 #   3 and 4 alone (and the host AdamW they use), predicted from the datasheet description and from
-#   the newest description an earlier lease measured on an H100 (pack.sh bundles it; no
+#   the newest description an earlier lease measured on the same GPU (pack.sh bundles it; no
 #   calibration: that mode exists to fit the offload checks into a short lease); resident: everything but checks 3 and 4
 #   (lease.sh's default). Each part prints "SECTION NAME starts at S s" first.
 # Timings on a lent H100 (2026-11-26): 1 + calibration + 2 + 2b + 5 took 431 s; check 3 alone
@@ -73,9 +73,11 @@ planner_check() {
   done
 }
 rm -f "$measured"
-if [[ "$quick" == oversized && "$desc" == *h100* && -f "$here/hardware/h100-prior-measured.json" ]]; then
-  # No calibration in this mode: the description an earlier lease measured on an H100 stands in.
-  cp "$here/hardware/h100-prior-measured.json" "$measured"
+prior="$here/hardware/$(basename "${desc:-none}" | cut -d- -f1)-prior-measured.json"
+if [[ "$quick" == oversized && -n "$desc" && -f "$prior" ]]; then
+  # No calibration in this mode: the description an earlier lease measured on the same GPU stands in
+  # (until 2026-12-05 only an H100's: the first H200 lease's offload check had no measured prediction).
+  cp "$prior" "$measured"
   echo "NOTE: oversized mode predicts from the datasheet description and from an earlier lease's measured one"
 fi
 if [[ -n "$desc" && "$quick" != oversized ]]; then

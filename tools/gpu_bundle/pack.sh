@@ -23,10 +23,12 @@ tool_bins=("${tools[@]/:/\/}")
 tool_bins=("${tool_bins[@]/#/$bin/}")
 cp -L "${tool_bins[@]}" "$out/tools/"
 cp "$root"/scheduler/planner/hardware/{h100-80gb-ib400x8,h200-141gb-ib400x8,a100-80gb-ib200x8}.json "$out/hardware/"
-# The newest description measured on a lent H100: gpu_checks.sh oversized predicts from it (that mode
-# has no time to calibrate).
-prior="$(ls "$root"/benchmarks/results/h100-measured-*.json 2>/dev/null | sort | tail -1)"
-[[ -n "$prior" ]] && cp "$prior" "$out/hardware/h100-prior-measured.json"
+# The newest description measured on a lent GPU of each kind: gpu_checks.sh oversized predicts from it
+# (that mode has no time to calibrate), on the same kind of GPU.
+for gpu in h100 h200 a100; do
+  prior="$(ls "$root"/benchmarks/results/$gpu-measured-*.json 2>/dev/null | sort | tail -1)"
+  [[ -z "$prior" ]] || cp "$prior" "$out/hardware/$gpu-prior-measured.json"
+done
 # The binaries find the project's shared objects at $ORIGIN/../_solib_k8 (their RUNPATH); the
 # wheel's own libraries (torch, c10, CUDA, NCCL) come from the target machine's torch install.
 for f in "${tests[@]/#/$bin/tests/}" "${tool_bins[@]}"; do
