@@ -551,18 +551,30 @@ TEST(Simulator, PipelineTransfersTakeCpuOnBothSides) {
 // step reads the shard back to accumulate; with zero = 1 an offloaded chunk is still staged (and
 // a resident one costs nothing). With free links and no compute the comm timeline holds exactly
 // those seconds, counted here from the schedule's own actions.
-TEST(Simulator, OffloadedShardsAreStagedForEachGatherAndReduction) {
+// A two-unit ZeRO-3 schedule of `microbatches` and its rank's gathers, reductions, and reductions of
+// a unit after its first in the step.
+struct StagedSchedule {
+  scheduler::Schedule s;
+  int gathers = 0, reductions = 0, later = 0;
+};
+StagedSchedule TwoUnitZero3(int microbatches) {
   using namespace scheduler;
   Zero3Plan z;
   z.units = 2;
-  const Schedule s = Zero3(3, z);
-  int gathers = 0, reductions = 0;
+  StagedSchedule r{Zero3(microbatches, z)};
   std::set<int> reduced;
-  for (const Action& a : s.ranks[0]) {
-    gathers += a.kind == ActionKind::kGather;
-    if (a.kind == ActionKind::kReduceGrad) ++reductions, reduced.insert(a.chunk);
+  for (const Action& a : r.s.ranks[0]) {
+    r.gathers += a.kind == ActionKind::kGather;
+    if (a.kind == ActionKind::kReduceGrad) ++r.reductions, r.later += !reduced.insert(a.chunk).second;
   }
-  const int later = reductions - static_cast<int>(reduced.size());
+  return r;
+}
+
+TEST(Simulator, OffloadedShardsAreStagedForEachGatherAndReduction) {
+  using namespace scheduler;
+  const StagedSchedule z3 = TwoUnitZero3(3);
+  const Schedule& s = z3.s;
+  const int gathers = z3.gathers, reductions = z3.reductions, later = z3.later;
   ASSERT_GT(later, 0);  // three micro-batches: every unit accumulates
   auto comm_seconds = [](const SimResult& r) {
     double t = 0;
@@ -587,14 +599,9 @@ TEST(Simulator, OffloadedShardsAreStagedForEachGatherAndReduction) {
 // every staging, where on the comm stream the staging hid behind the computation beside it.
 TEST(Simulator, BlockingStagingRunsBetweenTheComputations) {
   using namespace scheduler;
-  Zero3Plan z;
-  z.units = 2;
-  const Schedule s = Zero3(2, z);
-  int gathers = 0, reductions = 0;
-  for (const Action& a : s.ranks[0]) {
-    gathers += a.kind == ActionKind::kGather;
-    reductions += a.kind == ActionKind::kReduceGrad;
-  }
+  const StagedSchedule z2 = TwoUnitZero3(2);
+  const Schedule& s = z2.s;
+  const int gathers = z2.gathers, reductions = z2.reductions;
   CostModel c;
   c.zero = 1;
   c.stage_param_bytes = 800;  // two units of 400 B, the whole unit staged each time
