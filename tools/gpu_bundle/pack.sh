@@ -26,7 +26,7 @@ cp "$root"/scheduler/planner/hardware/{h100-80gb-ib400x8,h200-141gb-ib400x8,a100
 # The newest description measured on a lent GPU of each kind: gpu_checks.sh oversized predicts from it
 # (that mode has no time to calibrate), on the same kind of GPU.
 for gpu in h100 h200 a100; do
-  prior="$(ls "$root"/benchmarks/results/$gpu-measured-*.json 2>/dev/null | sort | tail -1)"
+  prior="$(ls "$root"/benchmarks/results/$gpu-measured-*.json 2>/dev/null | sort | tail -1)" || true  # none yet
   [[ -z "$prior" ]] || cp "$prior" "$out/hardware/$gpu-prior-measured.json"
 done
 # The binaries find the project's shared objects at $ORIGIN/../_solib_k8 (their RUNPATH); the
