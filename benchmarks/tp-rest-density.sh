@@ -19,6 +19,8 @@
 # CPU outside its wait a collective takes on this box while its cores are oversubscribed, which the
 # planner charges as Hardware::comm_cpu_messages_per_tp_collective (unset in every calibration).
 #   ./zpp bench tp-rest-density [--hardware FILE]   (default scheduler/planner/hardware/cpu-local.json)
+#   CONTEXT=96 ./zpp bench tp-rest-density           the same at another context (default 128, the bench's),
+#                                                    a shape no validated row runs; REPS=N runs of each (default 3)
 # RESULT lines: per row, predicted over measured rest of the step (target 0.9-1.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,11 +31,12 @@ bazel build //tools:launcher //tools:plan //tools:train //benchmarks/baseline_3d
 probe="zpptrd$$"
 ip netns add "$probe" 2>/dev/null && ip netns del "$probe" ||
   { echo "tp-rest-density: network namespaces unavailable (needs root): its rows run on two of them" >&2; exit 2; }
-H=256 D=4 HEADS=4 CTX=128 G=32 REPS=${REPS:-3}
+H=256 D=4 HEADS=4 CTX=${CONTEXT:-128} G=32 REPS=${REPS:-3}
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "tp-rest-density: REPS: got '$REPS', expected a positive integer" >&2; exit 2; }
+[[ "$CTX" =~ ^[1-9][0-9]*$ ]] || { echo "tp-rest-density: CONTEXT: got '$CTX', expected a positive integer" >&2; exit 2; }
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/zpp-tp-rest.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-echo "# command: ./zpp bench tp-rest-density $ARGS  ($(date -u +%Y-%m-%d)); hardware description $HW; $REPS runs of each, in turn"
+echo "# command: CONTEXT=$CTX REPS=$REPS ./zpp bench tp-rest-density $ARGS  ($(date -u +%Y-%m-%d)); hardware description $HW; $REPS runs of each, in turn"
 MODEL=(--width $H --depth $D --heads $HEADS --context $CTX --steps 10 --bench-warmup 3 --log-every 1000 --lr 3e-3)
 VETH=($(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import json, planner_local; \
 print(' '.join(planner_local.unshaped_link_flags(json.load(open('$HW')))))"))
