@@ -67,6 +67,11 @@
 #     mean and predicts the mean step); then one pipeline job of one rank per core at 1 and at 4
 #     chunks per rank, and the latency at which the planner predicts its step's growth between the
 #     two (intra_node_p2p: a pipeline transfer while both ranks compute, tools/p2p_fit.py);
+#   - the CPU a tensor-parallel collective takes its rank outside its wait while the cores are
+#     oversubscribed (tools/calibrate_tp_cpu.sh): the 3D baseline's tp2 x dp2 on two nodes of 2 ranks
+#     at context 96, the same tokens in micro-batches of 2 and 8 (168 and 42 collectives a rank a
+#     step), its rest of the step's growth beyond the planner's (comm_cpu_messages_per_tp_collective,
+#     tools/tp_cpu_fit.py);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One optional argument, the output file; checked before the measurements (minutes) start.
@@ -403,8 +408,10 @@ print("calibrate: oversubscribed_compute_factor %.3f (%d runs on %d cores, %d se
       % (oversubscribed, len(over.splitlines()[0].split(";")), hw["shared_compute_units"], len(over_ratios),
          "/".join("%.3f" % r for r in over_ratios)))
 PY
-# Last, as it runs the planner on this description: the blocking link between oversubscribed ranks.
+# Last, as it runs the planner on this description: the blocking link between oversubscribed ranks,
+# then the CPU a tensor-parallel collective takes outside its wait (priced on that link's waits).
 tools/calibrate_pairs.sh "$OUT"
+tools/calibrate_tp_cpu.sh "$OUT"
 # The shapes once more, some minutes after the first two passes, and the compute fit redone on all three:
 # the box's speed moves over minutes, and compute is most of every step. In planner-local r121 the two
 # passes measured the third shape at 0.607 s and the same runs took 0.529-0.530 s from the calibration's
