@@ -17,7 +17,8 @@
 # (step less that wait) beside the planner's step, tp_collectives_s and rest, from the same
 # description. The rest's excess over the planner, against the TP collectives a step, says how much
 # CPU outside its wait a collective takes on this box while its cores are oversubscribed, which the
-# planner charges as Hardware::comm_cpu_messages_per_tp_collective (unset in every calibration).
+# planner charges as Hardware::comm_cpu_messages_per_tp_collective (./zpp calibrate measures it from r158
+# on, tools/calibrate_tp_cpu.sh, on a job like these rows' at context 96; this bench prices with it).
 #   ./zpp bench tp-rest-density [--hardware FILE]   (default scheduler/planner/hardware/cpu-local.json)
 #   CONTEXT=96 ./zpp bench tp-rest-density           the same at another context (default 128, the bench's),
 #                                                    a shape no validated row runs; REPS=N runs of each (default 3)
