@@ -45,11 +45,9 @@ def main():
               f"rest linear in k at micro-batch {mb}: {r[0][mb]:.5f} {r[1][mb]:.5f} {r[3][mb]:.5f}")
     check(r[1][2] - r[1][8] > r[0][2] - r[0][8], "the denser job's rest grows more per unit k")
     # The command: synthetic runs at k = 2.5 over the description's own link, written into a copy.
-    sys.path.insert(0, os.path.join(RUNFILES, "benchmarks"))
     path = os.path.join(TMP, "tp_cpu_fit_hw.json")
     json.dump(hw, open(path, "w"))
-    import planner_local  # noqa: E402
-    link = planner_local.unshaped_link_flags(hw)
+    link = tp_cpu_fit.planner_local.unshaped_link_flags(hw)
     q0, q1 = tp_cpu_fit.predicted_rest(PLAN, hw, 0, link), tp_cpu_fit.predicted_rest(PLAN, hw, 1, link)
     runs = os.path.join(TMP, "tp_cpu_fit_runs.txt")
     with open(runs, "w") as f:

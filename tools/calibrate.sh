@@ -417,7 +417,8 @@ tools/calibrate_tp_cpu.sh "$OUT"
 # passes measured the third shape at 0.607 s and the same runs took 0.529-0.530 s from the calibration's
 # end to the benches' (every row predicted 2-18% slow); over r100-r121, the fit given that later
 # reading a third of the weight put 415 of 748 rows within 10%, against 390 (planner-local-chronicle.md).
-# The pairs fits above keep the two-pass fit they were made with (they fit waits and transfers).
+# The pairs fits and the TP collectives' CPU above keep the two-pass fit they were made with (they fit
+# waits, transfers and a difference between two densities of collectives at the same compute).
 for k in "${!SHAPES[@]}"; do
   read -r ctx mb <<<"${SHAPES[$k]}"
   reference_runs "$UNITS" "$REF/shape$k.c" "$ctx" "$mb" --steps $((1 + 7 * 128 * 4 / (ctx * mb)))

@@ -26,12 +26,14 @@ planner charges none of it without this field.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
 import hardware_json  # noqa: E402
+import planner_local  # noqa: E402  (plan --predict's fields; the unshaped veth link of the zeropp-vs-3d rows)
 
 FIELD = "comm_cpu_messages_per_tp_collective"
 DENSE, SPARSE = 2, 8  # micro-batch sizes: 168 and 42 TP collectives a rank a step
@@ -80,13 +82,8 @@ def predicted_rest(plan, hw, k, link_flags):
     try:
         rest = {}
         for mb in COLLECTIVES:
-            out = subprocess.run([plan, "--predict", "--hardware", path, "--micro-batch", str(mb)] + MODEL + link_flags,
-                                 capture_output=True, text=True)
-            fields = dict(kv.split("=", 1) for line in out.stdout.splitlines() if line.startswith("PREDICT ")
-                          for kv in line.split()[1:] if "=" in kv)
-            if out.returncode != 0 or "step_s" not in fields:
-                raise ValueError(f"plan --predict at micro-batch {mb}: {out.stderr.strip() or 'no PREDICT line'}")
-            rest[mb] = float(fields["step_s"]) - float(fields["tp_collectives_s"])
+            p = planner_local.predict(path, ["--micro-batch", str(mb)] + MODEL + link_flags, plan, who="tp_cpu_fit")
+            rest[mb] = float(p["step_s"]) - float(p["tp_collectives_s"])
         return rest
     finally:
         os.unlink(path)
@@ -95,8 +92,6 @@ def predicted_rest(plan, hw, k, link_flags):
 def fit(hw_path, runs_path, plan):
     hw = json.load(open(hw_path))
     runs = read_runs(runs_path)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-    import planner_local  # noqa: E402  (the unshaped veth link the zeropp-vs-3d rows are predicted on)
     link = planner_local.unshaped_link_flags(hw)
     measured = {mb: step - wait for mb, (step, wait, _) in runs.items()}
     pred0, pred1 = predicted_rest(plan, hw, 0, link), predicted_rest(plan, hw, 1, link)
