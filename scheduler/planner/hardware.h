@@ -141,7 +141,7 @@
 //   comm_cpu_messages_per_tp_collective optional, CPU boxes, default 0: the CPU a tensor-parallel
 //                                collective takes each of its ranks outside the wait, in
 //                                comm_cpu_us_per_message units (charged as the rank's compute);
-//                                ./zpp calibrate: tp2 x dp2 on two shaped nodes at 168 and 42 TP
+//                                ./zpp calibrate: tp2 x dp2 on two unshaped nodes at 168 and 42 TP
 //                                collectives a step, the rest of the step's growth beyond the
 //                                planner's (tools/calibrate_tp_cpu.sh, tools/tp_cpu_fit.py)
 //   tp_peer_skew                 optional, CPU boxes, default 0 (off): a tensor-parallel group moves
