@@ -1,9 +1,10 @@
 #!/bin/bash
 # train_3d --tp-wait-log: every TP wait of the timed steps, per rank, in issue order. The two TP peers
 # log the same number of waits, a whole number per step (the same collectives every step); each
-# wait ends after it begins and before the next begins; the logged waits add up to the
+# wait ends after it begins and before the next begins, and so does the process CPU clock logged at
+# its ends, which never runs faster than the process's threads allow; the logged waits add up to the
 # tp_wait_s_per_step the job reports (its mean over the ranks); tools/tp_wait_skew.py splits them,
-# transfer + skew = wait, on every rank.
+# transfer + skew = wait, on every rank, and reports the CPU inside and between them.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -28,12 +29,18 @@ logs = [[tuple(map(int, l.split())) for l in open(f"{prefix}.rank{r}")] for r in
 n = len(logs[0])
 assert n > 0 and n == len(logs[1]) and n % 3 == 0, (n, len(logs[1]))
 for rows in logs:
-    for (b, e), (b2, _) in zip(rows, rows[1:] + [(float("inf"), 0)]):
-        assert b <= e <= b2, (b, e, b2)
-logged = sum(e - b for rows in logs for b, e in rows) / 1e9 / 3 / 2  # per step, mean over the 2 ranks
+    assert all(len(row) == 4 for row in rows), rows[0]
+    for (b, e, cb, ce), (b2, _, cb2, _) in zip(rows, rows[1:] + [(float("inf"), 0, float("inf"), 0)]):
+        assert b <= e <= b2 and cb <= ce <= cb2, (b, e, b2, cb, ce, cb2)
+    # The process's CPU over the logged span: at most its threads' (a few: main, the transport's,
+    # PyTorch's) times the wall, and not zero (the rank computes between the waits).
+    wall, cpu = rows[-1][1] - rows[0][0], rows[-1][3] - rows[0][2]
+    assert 0 < cpu <= 8 * wall, (cpu, wall)
+logged = sum(row[1] - row[0] for rows in logs for row in rows) / 1e9 / 3 / 2  # per step, mean over the 2 ranks
 assert abs(logged - reported) <= 1e-4 + 1e-3 * reported, (logged, reported)
 for line in skew.splitlines()[1:3]:
     r, calls, wait, transfer, sk = line.split()
     assert int(calls) == n // 3 and abs(float(wait) - float(transfer) - float(sk)) <= 2e-4, line
+assert "process CPU" in skew, skew
 print(f"PASS: {n // 3} TP waits a step on each rank, {logged:.4f} s a step logged, {reported:.4f} reported")
 PY

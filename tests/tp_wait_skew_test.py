@@ -1,5 +1,6 @@
-"""tools/tp_wait_skew.py: the split of TP waits into transfer and arrival skew, against values worked
-out by hand on small logs, and its one-line refusals."""
+"""tools/tp_wait_skew.py: the split of TP waits into transfer and arrival skew, and of the process CPU
+into inside and between the waits, against values worked out by hand on small logs, and its one-line
+refusals."""
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ def run(logs, *args):
         prefix = os.path.join(d, "log")
         for r, rows in enumerate(logs):
             with open("%s.rank%d" % (prefix, r), "w") as f:
-                f.writelines("%d %d\n" % (b * MS, e * MS) for b, e in rows)
+                f.writelines(" ".join("%d" % (x * MS) for x in row) + "\n" for row in rows)
         p = subprocess.run([sys.executable, TOOL, prefix, *args], capture_output=True, text=True)
         return p.returncode, p.stdout, p.stderr
 
@@ -54,7 +55,25 @@ def main():
     assert tail[0].split() == ["0", "1", "0.0025", "0.0080", "0.0055"], tail
     assert tail[1].split() == ["0", "0", "0.0015", "0.0000", "0.0000"], tail
 
+    assert "process CPU" not in out, out  # 2-column logs carry no CPU clock
+
+    # With the process CPU clock (ms): rank 0 waits 0-4 (CPU 10 -> 11) and 10-12 (17 -> 19): 6 ms of
+    # waits with 3 of CPU (share 0.5, 1500 us a call), 6 ms between them with 17 - 11 = 6 of CPU
+    # (share 1.0). Rank 1 waits 2-4 (20 -> 20) and 8-12 (26 -> 28): 6 ms with 2 of CPU (0.333, 1000
+    # us a call), 4 ms between with 6 of CPU (1.5: two threads busy).
+    c0 = [(0, 4, 10, 11), (10, 12, 17, 19)]
+    c1 = [(2, 4, 20, 20), (8, 12, 26, 28)]
+    code, out, err = run([c0, c1], "--world", "2", "--tp", "2", "--steps", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("process CPU"))
+    assert lines[at + 2].split() == ["0", "0.0030", "0.500", "1500.0", "0.0060", "0.0060", "1.000"], lines[at + 2]
+    assert lines[at + 3].split() == ["1", "0.0020", "0.333", "1000.0", "0.0040", "0.0060", "1.500"], lines[at + 3]
+    assert per_rank(out)[0] == (2, 0.006, 0.004, 0.002), out  # coll 0: r1 late (transfer 2); coll 1: r0
+
     # Refusals: one line, nonzero, naming what is wrong.
+    code, out, err = run([[(0, 4), (10, 12, 17, 19)], c1], "--world", "2", "--tp", "2", "--steps", "1")
+    assert code != 0 and "line 2" in err and "as every line before it" in err and "Traceback" not in err, err
     code, out, err = run([r0, r1[:3]], "--world", "2", "--tp", "2", "--steps", "2")
     assert code != 0 and "rank 1 logged 3 waits" in err and "Traceback" not in err, err
     code, out, err = run([r0, r1], "--world", "2", "--tp", "2", "--steps", "3")

@@ -10,25 +10,53 @@ independent tp=2 jobs); skew it charges only as far as those jobs had it.
 
   python3 tools/tp_wait_skew.py PREFIX --world 4 --tp 2 --steps 9
     PREFIX: train_3d's --tp-wait-log path (files PREFIX.rank0 ...); --steps: the timed steps.
-Prints per rank the wait per step (s) and its split, then the collectives of a step with the most
-skew per step, each with the gap (s) its late and early peers spent since their previous TP wait.
+Prints per rank the wait per step (s) and its split; where the log has the process CPU clock at each
+wait's ends (4 columns, as train_3d writes since 2026-12-06), the CPU per step inside the waits and
+between them (every thread of the rank's process: the transport's too), each over its wall time (the
+cores the process kept busy) and inside the waits per collective; then the collectives of a step with
+the most skew per step, each with the gap (s) its late and early peers spent since their previous TP
+wait.
 """
 import argparse
 import sys
 
 
 def load(path):
+    """Rows (begin_ns, end_ns) or (begin_ns, end_ns, cpu_begin_ns, cpu_end_ns), one width a file."""
     rows = []
     try:
         with open(path) as f:
             for n, line in enumerate(f, 1):
                 parts = line.split()
-                if len(parts) != 2 or not all(p.lstrip("-").isdigit() for p in parts):
-                    sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'begin_ns end_ns'")
-                rows.append((int(parts[0]), int(parts[1])))
+                if (len(parts) not in (2, 4) or (rows and len(parts) != len(rows[0]))
+                        or not all(p.lstrip("-").isdigit() for p in parts)):
+                    sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'begin_ns end_ns' "
+                             f"or 'begin_ns end_ns cpu_begin_ns cpu_end_ns', as every line before it")
+                rows.append(tuple(int(p) for p in parts))
     except OSError as e:
         sys.exit(f"tp_wait_skew: cannot read {path}: {e.strerror} (train_3d --tp-wait-log writes PREFIX.rank<N>)")
     return rows
+
+
+def cpu_split(rows, steps):
+    """Per step: wall and process CPU (s) inside the waits, and between one wait's end and the next's
+    begin (over the whole log: the timed steps run back to back)."""
+    wait = sum(e - b for b, e, _, _ in rows)
+    cpu_wait = sum(ce - cb for _, _, cb, ce in rows)
+    between = sum(b2 - e for (_, e, _, _), (b2, _, _, _) in zip(rows, rows[1:]))
+    cpu_between = sum(cb2 - ce for (_, _, _, ce), (_, _, cb2, _) in zip(rows, rows[1:]))
+    return tuple(x / 1e9 / steps for x in (wait, cpu_wait, between, cpu_between))
+
+
+def print_cpu(logs, steps):
+    print(f"\nprocess CPU (every thread) per step: inside the waits, and between them; share = CPU / wall")
+    print(f"{'rank':>4} {'cpu_wait':>9} {'share':>6} {'us/call':>8} {'between':>8} {'cpu_betw':>9} {'share':>6}")
+    for r, rows in enumerate(logs):
+        wait, cpu_wait, between, cpu_between = cpu_split(rows, steps)
+        calls = len(rows) / steps
+        share = lambda c, w: f"{c / w:>6.3f}" if w > 0 else f"{'-':>6}"
+        print(f"{r:>4} {cpu_wait:>9.4f} {share(cpu_wait, wait)} {cpu_wait / calls * 1e6:>8.1f} {between:>8.4f} "
+              f"{cpu_between:>9.4f} {share(cpu_between, between)}")
 
 
 def main():
@@ -74,6 +102,8 @@ def main():
         for r in peers:
             w, t, s = (x / a.steps for x in totals[r])
             print(f"{r:>4} {per_step:>6} {w:>8.4f} {t:>9.4f} {s:>8.4f}")
+    if all(len(log[0]) == 4 for log in logs if log):
+        print_cpu(logs, a.steps)
     print(f"\ncollectives with the most skew (summed over the group's peers, per step); gaps: since the "
           f"peer's previous TP wait ended (0 for a step's first)")
     print(f"{'group':>5} {'position':>8} {'skew_s':>8} {'late_gap':>9} {'early_gap':>9}")

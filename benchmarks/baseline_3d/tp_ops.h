@@ -24,9 +24,11 @@ double TpWaitSeconds();
 
 // One wait for a TP collective: when it began and ended (steady clock, ns: one clock for every
 // process of the machine), in the order this rank issued them, so TP peers' i-th entries are the
-// same collective (tools/tp_wait_skew.py).
+// same collective (tools/tp_wait_skew.py); and the CPU the process had used by then (every
+// thread, ns), so the CPU spent inside the waits and between them can be told apart.
 struct TpWait {
   int64_t begin_ns, end_ns;
+  int64_t cpu_begin_ns, cpu_end_ns;
 };
 // While on, every wait is also kept in a log; TakeTpWaitLog returns it and empties it.
 void SetTpWaitLogging(bool on);

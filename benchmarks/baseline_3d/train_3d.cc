@@ -59,14 +59,17 @@ struct Config {
   std::string tp_wait_log;    // each rank's TP waits over the timed steps, to PATH.rank<N>
 };
 
-// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns", written whole to a
-// temporary file and renamed into place.
+// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns cpu_begin_ns cpu_end_ns"
+// (the process CPU clock at its ends), written whole to a temporary file and renamed into place.
 void WriteTpWaitLog(const std::string& path) {
   const std::vector<baseline3d::TpWait> log = baseline3d::TakeTpWaitLog();
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) throw std::runtime_error("tp-wait-log: cannot write '" + tmp + "': " + std::strerror(errno));
-  for (const auto& w : log) std::fprintf(f, "%lld %lld\n", (long long)w.begin_ns, (long long)w.end_ns);
+  for (const auto& w : log) {
+    std::fprintf(f, "%lld %lld %lld %lld\n", (long long)w.begin_ns, (long long)w.end_ns, (long long)w.cpu_begin_ns,
+                 (long long)w.cpu_end_ns);
+  }
   if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw std::runtime_error("tp-wait-log: cannot write '" + path + "': " + std::strerror(errno));
   }
