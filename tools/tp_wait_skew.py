@@ -49,7 +49,7 @@ def cpu_split(rows, steps):
 
 
 def print_cpu(logs, steps):
-    print(f"\nprocess CPU (every thread) per step: inside the waits, and between them; share = CPU / wall")
+    print("\nprocess CPU (every thread) per step: inside the waits, and between them; share = CPU / wall")
     print(f"{'rank':>4} {'cpu_wait':>9} {'share':>6} {'us/call':>8} {'between':>8} {'cpu_betw':>9} {'share':>6}")
     for r, rows in enumerate(logs):
         wait, cpu_wait, between, cpu_between = cpu_split(rows, steps)
@@ -102,7 +102,7 @@ def main():
         for r in peers:
             w, t, s = (x / a.steps for x in totals[r])
             print(f"{r:>4} {per_step:>6} {w:>8.4f} {t:>9.4f} {s:>8.4f}")
-    if all(len(log[0]) == 4 for log in logs if log):
+    if all(log and len(log[0]) == 4 for log in logs):  # an empty log has no calls to split
         print_cpu(logs, a.steps)
     print(f"\ncollectives with the most skew (summed over the group's peers, per step); gaps: since the "
           f"peer's previous TP wait ended (0 for a step's first)")
