@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <limits>
 #include <string>
@@ -32,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmarks/ping_pong.h"
 #include "zeropp/cli/loopback_bound.h"
+#include "zeropp/cli/proc_status.h"
 #include "zeropp/backend_factory.h"
 #include "zeropp/cli/cli_main.h"
 #include "zeropp/process_groups.h"
@@ -261,11 +261,7 @@ int Main(int argc, char** argv) {
   if (n >= 2) {
     at::Tensor msg = at::zeros({16});
     constexpr int kBounces = 2000;
-    auto process_cpu_s = [] {  // every thread of this process, the transport's included
-      timespec t{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-      return t.tv_sec + t.tv_nsec * 1e-9;
-    };
+    auto process_cpu_s = [] { return cli::ProcessCpuNs() * 1e-9; };  // the transport's threads included
     PingPong(ring, msg, 100);  // warm-up
     ring.Barrier()->Wait();
     const double cpu0 = process_cpu_s();

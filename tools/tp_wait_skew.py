@@ -48,13 +48,16 @@ def cpu_split(rows, steps):
     return tuple(x / 1e9 / steps for x in (wait, cpu_wait, between, cpu_between))
 
 
+def share(cpu, wall):
+    return f"{cpu / wall:>6.3f}" if wall > 0 else f"{'-':>6}"
+
+
 def print_cpu(logs, steps):
     print("\nprocess CPU (every thread) per step: inside the waits, and between them; share = CPU / wall")
     print(f"{'rank':>4} {'cpu_wait':>9} {'share':>6} {'us/call':>8} {'between':>8} {'cpu_betw':>9} {'share':>6}")
     for r, rows in enumerate(logs):
         wait, cpu_wait, between, cpu_between = cpu_split(rows, steps)
         calls = len(rows) / steps
-        share = lambda c, w: f"{c / w:>6.3f}" if w > 0 else f"{'-':>6}"
         print(f"{r:>4} {cpu_wait:>9.4f} {share(cpu_wait, wait)} {cpu_wait / calls * 1e6:>8.1f} {between:>8.4f} "
               f"{cpu_between:>9.4f} {share(cpu_between, between)}")
 

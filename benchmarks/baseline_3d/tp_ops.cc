@@ -8,12 +8,12 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <vector>
+
+#include "zeropp/cli/proc_status.h"
 
 namespace zeropp {
 namespace baseline3d {
@@ -31,23 +31,16 @@ int64_t Ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-// The CPU this process has used (every thread, the transport's included), ns.
-int64_t ProcessCpuNs() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
 // Waits for a TP collective, adding the wall time to this process's TP wait (and, while logging,
 // the wait's interval and the process CPU at its ends to the log; the CPU clock is read only then).
 template <typename Work>
 void Waited(Work&& w) {
   const bool log = g_log_on.load(std::memory_order_relaxed);
-  const int64_t cpu0 = log ? ProcessCpuNs() : 0;
+  const int64_t cpu0 = log ? cli::ProcessCpuNs() : 0;
   const auto t0 = std::chrono::steady_clock::now();
   w->Wait();
   const auto t1 = std::chrono::steady_clock::now();
-  const int64_t cpu1 = log ? ProcessCpuNs() : 0;
+  const int64_t cpu1 = log ? cli::ProcessCpuNs() : 0;
   g_tp_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
   if (log) {
     std::lock_guard<std::mutex> lock(g_log_mu);

@@ -1,5 +1,7 @@
 #include "zeropp/cli/proc_status.h"
 
+#include <time.h>
+
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -14,6 +16,12 @@ double ProcStatus(const char* key) {
     if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::strlen(key)));
   }
   return 0;
+}
+
+int64_t ProcessCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
 }  // namespace cli
