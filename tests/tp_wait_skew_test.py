@@ -71,6 +71,27 @@ def main():
     assert lines[at + 3].split() == ["1", "0.0020", "0.333", "1000.0", "0.0040", "0.0060", "1.500"], lines[at + 3]
     assert per_rank(out)[0] == (2, 0.006, 0.004, 0.002), out  # coll 0: r1 late (transfer 2); coll 1: r0
 
+    assert "other groups' ranks" not in out, out  # one TP group: no other group to overlap with
+
+    # Two TP groups (ranks 0-1 and 2-3) over one step, with the CPU clock (ms). Ranks 0 and 1 wait 0-4
+    # (CPU 0 -> 1) and 10-12 (5 -> 5); ranks 2 and 3 wait 2-4 (0 -> 2) and 20-30 (3 -> 8).
+    # Rank 0's first wait: the other group waits 2 of its 4 ms, so busy = 1 - 2/4 = 0.5 (bin
+    # 0.50-0.75); its second: nobody else waits, busy 1 (bin 0.75-1.00). Rank 2's first: the other
+    # group waits all of its 2 ms, busy 0 (bin 0.00-0.25); its second, busy 1. Per bin over the 4
+    # ranks: 0.00-0.25 two waits of 2 ms with 2 ms of CPU (share 1); 0.50-0.75 two of 4 ms with 1
+    # (0.25); 0.75-1.00 four of (2 + 2 + 10 + 10) / 4 = 6 ms with (0 + 0 + 5 + 5) / 4 = 2.5 (0.417).
+    g0 = [(0, 4, 0, 1), (10, 12, 5, 5)]
+    g1 = [(2, 4, 0, 2), (20, 30, 3, 8)]
+    code, out, err = run([g0, g0, g1, g1], "--world", "4", "--tp", "2", "--steps", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, l in enumerate(lines) if "other groups' ranks" in l)
+    assert [l.split() for l in lines[at + 2:at + 6]] == [
+        ["0.00-0.25", "2.0", "2000.0", "2000.0", "1.000"],
+        ["0.25-0.50", "0.0", "-", "-", "-"],
+        ["0.50-0.75", "2.0", "4000.0", "1000.0", "0.250"],
+        ["0.75-1.00", "4.0", "6000.0", "2500.0", "0.417"]], lines[at:at + 6]
+
     # Refusals: one line, nonzero, naming what is wrong.
     code, out, err = run([[(0, 4), (10, 12, 17, 19)], c1], "--world", "2", "--tp", "2", "--steps", "1")
     assert code != 0 and "line 2" in err and "as every line before it" in err and "Traceback" not in err, err

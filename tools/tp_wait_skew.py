@@ -13,11 +13,15 @@ independent tp=2 jobs); skew it charges only as far as those jobs had it.
 Prints per rank the wait per step (s) and its split; where the log has the process CPU clock at each
 wait's ends (4 columns, as train_3d writes since 2026-12-06), the CPU per step inside the waits and
 between them (every thread of the rank's process: the transport's too), each over its wall time (the
-cores the process kept busy) and inside the waits per collective; then the collectives of a step with
+cores the process kept busy) and inside the waits per collective; where there is more than one TP
+group, the waits by how much of each the other groups' ranks spent outside their own TP waits
+(computing, or in transfers the log does not hold), to see whether a collective takes longer and more
+CPU while the other groups compute beside it on the same cores; then the collectives of a step with
 the most skew per step, each with the gap (s) its late and early peers spent since their previous TP
 wait.
 """
 import argparse
+import bisect
 import sys
 
 
@@ -60,6 +64,54 @@ def print_cpu(logs, steps):
         calls = len(rows) / steps
         print(f"{r:>4} {cpu_wait:>9.4f} {share(cpu_wait, wait)} {cpu_wait / calls * 1e6:>8.1f} {between:>8.4f} "
               f"{cpu_between:>9.4f} {share(cpu_between, between)}")
+
+
+BUSY_BINS = (0.25, 0.5, 0.75)  # upper edges; the last bin runs to 1
+
+
+def overlap(begin, end, rows, begins):
+    """The time (ns) within [begin, end) that one rank spent in its waits; rows sorted, disjoint."""
+    total = 0
+    for b, e, *_ in rows[max(0, bisect.bisect_right(begins, begin) - 1):]:
+        if b >= end:
+            break
+        total += max(0, min(e, end) - max(b, begin))
+    return total
+
+
+def busy_split(logs, tp):
+    """Per bin of 'busy' (the mean share of a wait that the other groups' ranks spent outside their own
+    TP waits): [waits, wall ns, cpu ns or None]."""
+    begins = [[row[0] for row in rows] for rows in logs]
+    bins = [[0, 0, 0] for _ in range(len(BUSY_BINS) + 1)]
+    has_cpu = all(log and len(log[0]) == 4 for log in logs)
+    for r, rows in enumerate(logs):
+        others = [o for o in range(len(logs)) if o // tp != r // tp]
+        for row in rows:
+            b, e = row[0], row[1]
+            if e <= b:
+                continue
+            busy = 1 - sum(overlap(b, e, logs[o], begins[o]) for o in others) / (len(others) * (e - b))
+            acc = bins[bisect.bisect_right(BUSY_BINS, busy)]
+            acc[0] += 1
+            acc[1] += e - b
+            acc[2] += row[3] - row[2] if has_cpu else 0
+    return [(n, wall, cpu if has_cpu else None) for n, wall, cpu in bins]
+
+
+def print_busy(logs, tp, steps):
+    print("\nTP waits by what the other groups' ranks did meanwhile (busy: the share of the wait they spent "
+          "outside their own TP waits), all ranks")
+    print(f"{'busy':>9} {'waits':>6} {'wait_us':>8} {'cpu_us':>7} {'share':>6}  (waits per step; means per wait)")
+    edges = (0.0,) + BUSY_BINS + (1.0,)
+    for i, (n, wall, cpu) in enumerate(busy_split(logs, tp)):
+        label = f"{edges[i]:.2f}-{edges[i + 1]:.2f}"
+        if n == 0:
+            print(f"{label:>9} {0:>6.1f} {'-':>8} {'-':>7} {'-':>6}")
+            continue
+        cpu_us = f"{cpu / n / 1e3:>7.1f}" if cpu is not None else f"{'-':>7}"
+        cpu_share = share(cpu, wall) if cpu is not None else f"{'-':>6}"
+        print(f"{label:>9} {n / steps:>6.1f} {wall / n / 1e3:>8.1f} {cpu_us} {cpu_share}")
 
 
 def main():
@@ -107,6 +159,8 @@ def main():
             print(f"{r:>4} {per_step:>6} {w:>8.4f} {t:>9.4f} {s:>8.4f}")
     if all(log and len(log[0]) == 4 for log in logs):  # an empty log has no calls to split
         print_cpu(logs, a.steps)
+    if a.world > a.tp:
+        print_busy(logs, a.tp, a.steps)
     print(f"\ncollectives with the most skew (summed over the group's peers, per step); gaps: since the "
           f"peer's previous TP wait ended (0 for a step's first)")
     print(f"{'group':>5} {'position':>8} {'skew_s':>8} {'late_gap':>9} {'early_gap':>9}")
