@@ -89,7 +89,7 @@ def busy_split(logs, tp):
         others = [o for o in range(len(logs)) if o // tp != r // tp]
         for row in rows:
             b, e = row[0], row[1]
-            if e <= b:
+            if e <= b:  # a wait the clock did not see pass has no share to split
                 continue
             busy = 1 - sum(overlap(b, e, logs[o], begins[o]) for o in others) / (len(others) * (e - b))
             acc = bins[bisect.bisect_right(BUSY_BINS, busy)]
