@@ -52,6 +52,11 @@ def cpu_split(rows, steps):
     return tuple(x / 1e9 / steps for x in (wait, cpu_wait, between, cpu_between))
 
 
+def has_cpu_clock(logs):
+    """Whether every rank logged the process CPU clock (4 columns); an empty log has no calls to split."""
+    return all(log and len(log[0]) == 4 for log in logs)
+
+
 def share(cpu, wall):
     return f"{cpu / wall:>6.3f}" if wall > 0 else f"{'-':>6}"
 
@@ -84,7 +89,7 @@ def busy_split(logs, tp):
     TP waits): [waits, wall ns, cpu ns or None]."""
     begins = [[row[0] for row in rows] for rows in logs]
     bins = [[0, 0, 0] for _ in range(len(BUSY_BINS) + 1)]
-    has_cpu = all(log and len(log[0]) == 4 for log in logs)
+    has_cpu = has_cpu_clock(logs)
     for r, rows in enumerate(logs):
         others = [o for o in range(len(logs)) if o // tp != r // tp]
         for row in rows:
@@ -157,7 +162,7 @@ def main():
         for r in peers:
             w, t, s = (x / a.steps for x in totals[r])
             print(f"{r:>4} {per_step:>6} {w:>8.4f} {t:>9.4f} {s:>8.4f}")
-    if all(log and len(log[0]) == 4 for log in logs):  # an empty log has no calls to split
+    if has_cpu_clock(logs):
         print_cpu(logs, a.steps)
     if a.world > a.tp:
         print_busy(logs, a.tp, a.steps)
