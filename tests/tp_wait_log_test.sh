@@ -4,7 +4,10 @@
 # wait ends after it begins and before the next begins, and so does the process CPU clock logged at
 # its ends, which never runs faster than the process's threads allow; the logged waits add up to the
 # tp_wait_s_per_step the job reports (its mean over the ranks); tools/tp_wait_skew.py splits them,
-# transfer + skew = wait, on every rank, and reports the CPU inside and between them.
+# transfer + skew = wait, on every rank, and reports the CPU inside and between them. Beside each
+# rank's log, PREFIX.rank<N>.ops holds its operations on its other groups over the timed steps: none
+# at tp=2 alone; at tp2 x pp2 (1f1b), every micro-batch's activation and gradient, each a send on one
+# stage and a receive of the same size on the other, which the tool pairs into transfer spans.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -23,6 +26,7 @@ grep -q "tp-wait-log: got --bench-warmup 0 with --steps 2, expected 0 < bench-wa
 reported="$(grep -oP '(?<=tp_wait_s_per_step=)[0-9.]+' <<<"$out")"
 skew="$(python3 "$SKEW" "$DIR/log" --world 2 --tp 2 --steps 3 2>&1)" || { echo "FAIL: tp_wait_skew: $skew"; exit 1; }
 python3 - "$DIR/log" "$reported" "$skew" <<'PY'
+import os
 import sys
 prefix, reported, skew = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 logs = [[tuple(map(int, l.split())) for l in open(f"{prefix}.rank{r}")] for r in (0, 1)]
@@ -42,5 +46,35 @@ for line in skew.splitlines()[1:3]:
     r, calls, wait, transfer, sk = line.split()
     assert int(calls) == n // 3 and abs(float(wait) - float(transfer) - float(sk)) <= 2e-4, line
 assert "process CPU" in skew, skew
+assert all(os.path.getsize(f"{prefix}.rank{r}.ops") == 0 for r in (0, 1))  # no other group of 2 or more
 print(f"PASS: {n // 3} TP waits a step on each rank, {logged:.4f} s a step logged, {reported:.4f} reported")
+PY
+[[ $? == 0 ]] || exit 1
+
+# tp2 x pp2: ranks 0-1 are stage 0, 2-3 stage 1; micro-batch 2 x context 32 x width 64 fp32 = 16384 bytes
+# an activation (and its gradient), 2 micro-batches a step, 3 timed steps.
+out="$("$LAUNCHER" --nproc-per-node 4 -- "$TRAIN3D" --tp 2 --pp 2 --schedule 1f1b --width 64 --depth 2 --heads 2 \
+  --context 32 --micro-batch 2 --microbatches 2 --steps 4 --bench-warmup 1 --log-every 1000 --tp-wait-log "$DIR/pp" 2>&1)" ||
+  { echo "FAIL: train_3d --tp 2 --pp 2 --tp-wait-log: $out"; exit 1; }
+skew="$(python3 "$SKEW" "$DIR/pp" --world 4 --tp 2 --steps 3 2>&1)" || { echo "FAIL: tp_wait_skew (pp): $skew"; exit 1; }
+python3 - "$DIR/pp" "$skew" <<'PY'
+import sys
+prefix, skew = sys.argv[1], sys.argv[2]
+first_wait = min(int(open(f"{prefix}.rank{r}").readline().split()[0]) for r in range(4))
+for r in range(4):
+    ops = [l.split() for l in open(f"{prefix}.rank{r}.ops")]
+    peer = r + 2 if r < 2 else r - 2  # the same TP index on the other stage
+    data = [o for o in ops if o[1] in ("send", "recv") and int(o[2]) == 16384]
+    sent = [o for o in data if o[1] == "send"]
+    assert len(sent) == 6 and len(data) == 12 and all(int(o[3]) == peer for o in data), (r, ops)
+    for group, kind, nbytes, p, b, e in ops:
+        assert group.startswith("pp.") and int(b) <= int(e) and int(b) >= first_wait - 10**9, (r, group, b, e)
+# The three bins hold every TP wait of the 4 ranks (per step), the ones beside a transfer among them.
+lines = skew.splitlines()
+at = next(i for i, l in enumerate(lines) if l.startswith("TP waits by the share"))
+bins = {l.split()[0]: float(l.split()[1]) for l in lines[at + 2:at + 5]}
+waits = sum(1 for r in range(4) for l in open(f"{prefix}.rank{r}") if int(l.split()[1]) > int(l.split()[0])) / 3
+assert list(bins) == ["none", "0-0.5", "0.5-1"] and abs(sum(bins.values()) - waits) < 0.1, (bins, waits)
+assert bins["0-0.5"] + bins["0.5-1"] > 0, bins
+print("PASS: tp2 x pp2: each rank's 2 activations and 2 gradients a step, paired with the other stage's")
 PY

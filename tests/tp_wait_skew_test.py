@@ -11,12 +11,18 @@ TOOL = os.path.join(HERE, "..", "tools", "tp_wait_skew.py")
 MS = 1_000_000  # ns
 
 
-def run(logs, *args):
+def run(logs, *args, ops=None):
+    """ops: per rank, train_3d's .ops rows (group, kind, bytes, peer, start_ms, end_ms), None for none."""
     with tempfile.TemporaryDirectory() as d:
         prefix = os.path.join(d, "log")
         for r, rows in enumerate(logs):
             with open("%s.rank%d" % (prefix, r), "w") as f:
                 f.writelines(" ".join("%d" % (x * MS) for x in row) + "\n" for row in rows)
+        for r, rows in enumerate(ops or []):
+            if rows is None:  # this rank's file left out
+                continue
+            with open("%s.rank%d.ops" % (prefix, r), "w") as f:
+                f.writelines("%s %s %d %d %d %d\n" % (g, k, n, p, b * MS, e * MS) for g, k, n, p, b, e in rows)
         p = subprocess.run([sys.executable, TOOL, prefix, *args], capture_output=True, text=True)
         return p.returncode, p.stdout, p.stderr
 
@@ -72,25 +78,40 @@ def main():
     assert per_rank(out)[0] == (2, 0.006, 0.004, 0.002), out  # coll 0: r1 late (transfer 2); coll 1: r0
 
     assert "other groups' ranks" not in out, out  # one TP group: no other group to overlap with
+    assert "own operations" not in out, out  # no .ops files
 
-    # Two TP groups (ranks 0-1 and 2-3) over one step, with the CPU clock (ms). Ranks 0 and 1 wait 0-4
-    # (CPU 0 -> 1) and 10-12 (5 -> 5); ranks 2 and 3 wait 2-4 (0 -> 2) and 20-30 (3 -> 8).
-    # Rank 0's first wait: the other group waits 2 of its 4 ms, so busy = 1 - 2/4 = 0.5 (bin
-    # 0.50-0.75); its second: nobody else waits, busy 1 (bin 0.75-1.00). Rank 2's first: the other
-    # group waits all of its 2 ms, busy 0 (bin 0.00-0.25); its second, busy 1. Per bin over the 4
-    # ranks: 0.00-0.25 two waits of 2 ms with 2 ms of CPU (share 1); 0.50-0.75 two of 4 ms with 1
-    # (0.25); 0.75-1.00 four of (2 + 2 + 10 + 10) / 4 = 6 ms with (0 + 0 + 5 + 5) / 4 = 2.5 (0.417).
-    g0 = [(0, 4, 0, 1), (10, 12, 5, 5)]
-    g1 = [(2, 4, 0, 2), (20, 30, 3, 8)]
-    code, out, err = run([g0, g0, g1, g1], "--world", "4", "--tp", "2", "--steps", "1")
+    # The same waits with each rank's own operations on its other groups (ms; the two ranks stand in
+    # for two pipeline stages). Rank 0 sends 1 MiB to rank 1, issued at 1 and waited at 20; rank 1's
+    # receive of it was posted at 0 and returned at 2: the transfer ran within 1-2, on both. Rank 1
+    # sends 1 MiB back, 9-30; rank 0's receive ran 5-12: the transfer, 9-12. Rank 0's 2 MiB data
+    # all-reduce ran 1.5-3 on another thread. Rank 0: 1-3 covers 2 of its first wait's 4 ms (0.5: bin
+    # 0-0.5), 9-12 all of its second (1: bin 0.5-1). Rank 1: its first wait (2-4) only touches 1-2
+    # (none); 9-12 covers 3 of its second's 4 ms (0.75: 0.5-1). Per bin: none, one wait of 2 ms with 0
+    # of CPU; 0-0.5, one of 4 with 1 (0.25); 0.5-1, two of (2 + 4) / 2 = 3 with (2 + 2) / 2 = 2
+    # (0.667). By kind, per step: dp all_reduce 1 op, 2 MiB, 1500 us; pp recv 2 ops, 2 MiB, (2 + 7) / 2
+    # = 4500 us; pp send 2, 2 MiB, (19 + 21) / 2 = 20000 ("pp.dp0.z0" and "pp.dp1.z0" are one kind).
+    mine = [[("pp.dp0.z0", "send", 2**20, 1, 1, 20), ("dp.pp0.z0", "all_reduce", 2**21, -1, 1.5, 3),
+             ("pp.dp0.z0", "recv", 2**20, 1, 5, 12)],
+            [("pp.dp1.z0", "recv", 2**20, 0, 0, 2), ("pp.dp1.z0", "send", 2**20, 0, 9, 30)]]
+    code, out, err = run([c0, c1], "--world", "2", "--tp", "2", "--steps", "1", ops=mine)
     assert code == 0, err
     lines = out.splitlines()
-    at = next(i for i, l in enumerate(lines) if "other groups' ranks" in l)
-    assert [l.split() for l in lines[at + 2:at + 6]] == [
-        ["0.00-0.25", "2.0", "2000.0", "2000.0", "1.000"],
-        ["0.25-0.50", "0.0", "-", "-", "-"],
-        ["0.50-0.75", "2.0", "4000.0", "1000.0", "0.250"],
-        ["0.75-1.00", "4.0", "6000.0", "2500.0", "0.417"]], lines[at:at + 6]
+    at = next(i for i, l in enumerate(lines) if "own operations on their other groups" in l)
+    assert [l.split() for l in lines[at + 2:at + 5]] == [
+        ["dp", "all_reduce", "1.0", "2.00", "1500.0"],
+        ["pp", "recv", "2.0", "2.00", "4500.0"],
+        ["pp", "send", "2.0", "2.00", "20000.0"]], lines[at:at + 5]
+    assert [l.split() for l in lines[at + 7:at + 10]] == [
+        ["none", "1.0", "2000.0", "0.0", "0.000"],
+        ["0-0.5", "1.0", "4000.0", "1000.0", "0.250"],
+        ["0.5-1", "2.0", "3000.0", "2000.0", "0.667"]], lines[at + 5:at + 10]
+    code, out, err = run([c0, c1], "--world", "2", "--tp", "2", "--steps", "1", ops=[mine[0], None])
+    assert code != 0 and "log.rank1.ops is missing" in err and "Traceback" not in err, err
+    code, out, err = run([c0, c1], "--world", "2", "--tp", "2", "--steps", "1", ops=[mine[0], mine[1][1:]])
+    assert code != 0 and "rank 0 logged 1 sends of 1048576 bytes to rank 1, which logged 0 receives" in err, err
+    code, out, err = run([c0, c1], "--world", "2", "--tp", "2", "--steps", "1",
+                         ops=[mine[0], [("pp.dp1.z0", "recv", 1, 0, 5, 4)]])
+    assert code != 0 and "rank1.ops line 1" in err and "start_ns <= end_ns" in err, err
 
     # Refusals: one line, nonzero, naming what is wrong.
     code, out, err = run([[(0, 4), (10, 12, 17, 19)], c1], "--world", "2", "--tp", "2", "--steps", "1")

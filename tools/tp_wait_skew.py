@@ -16,12 +16,16 @@ between them (every thread of the rank's process: the transport's too), each ove
 cores the process kept busy) and inside the waits per collective; where there is more than one TP
 group, the waits by how much of each the other groups' ranks spent outside their own TP waits
 (computing, or in transfers the log does not hold), to see whether a collective takes longer and more
-CPU while the other groups compute beside it on the same cores; then the collectives of a step with
-the most skew per step, each with the gap (s) its late and early peers spent since their previous TP
-wait.
+CPU while the other groups compute beside it on the same cores; where train_3d wrote PREFIX.rank<N>.ops
+(the operations its pipeline, ZeRO and data groups ran over the timed steps, since 2026-12-07), the
+waits by how much of each the rank's own operations on those groups ran beside it (its pipeline
+transfers on the same process's transport), with those operations per step; then the collectives of
+a step with the most skew per step, each with the gap (s) its late and early peers spent since their
+previous TP wait.
 """
 import argparse
 import bisect
+import os
 import sys
 
 
@@ -119,6 +123,108 @@ def print_busy(logs, tp, steps):
         print(f"{label:>9} {n / steps:>6.1f} {wall / n / 1e3:>8.1f} {cpu_us} {cpu_share}")
 
 
+def load_ops(path):
+    """Rows (group, kind, bytes, peer, start_ns, end_ns) of train_3d's PREFIX.rank<N>.ops."""
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            parts = line.split()
+            if (len(parts) != 6 or not all(p.lstrip("-").isdigit() for p in parts[2:])
+                    or int(parts[4]) > int(parts[5])):
+                sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'group kind bytes peer "
+                         f"start_ns end_ns' with start_ns <= end_ns")
+            rows.append((parts[0], parts[1], *(int(p) for p in parts[2:])))
+    return rows
+
+
+def transfer_spans(ops):
+    """Per rank, the spans in which its own operations on its other groups may have run: a collective's
+    run on its communication thread; a transfer's, on both its ranks, from when both sides had issued it
+    to when the first of them saw it done (a send issued early is waited at the step's end; the
+    transfer cannot start before the peer's receive is posted nor end after the receive's Wait
+    returns). A send pairs with its peer's receive of the same size from it, in issue order (the
+    1f1b executor sends and receives each kind of tensor micro-batch by micro-batch)."""
+    spans = [[] for _ in ops]
+    sends, recvs = {}, {}
+    for r, mine in enumerate(ops):
+        for group, kind, nbytes, peer, b, e in sorted(mine, key=lambda o: o[4]):
+            if kind == "send":
+                sends.setdefault((r, peer, nbytes), []).append((b, e))
+            elif kind == "recv":
+                recvs.setdefault((peer, r, nbytes), []).append((b, e))
+            else:
+                spans[r].append((b, e))
+    for key in set(sends) | set(recvs):
+        s, v = sends.get(key, []), recvs.get(key, [])
+        if len(s) != len(v):
+            sys.exit(f"tp_wait_skew: rank {key[0]} logged {len(s)} sends of {key[2]} bytes to rank {key[1]}, which "
+                     f"logged {len(v)} receives of them: expected as many (every transfer has two sides)")
+        for (sb, se), (rb, re_) in zip(s, v):
+            b = max(sb, rb)
+            span = (b, max(b, min(se, re_)))
+            spans[key[0]].append(span)
+            spans[key[1]].append(span)
+    return spans
+
+
+def merged(intervals):
+    """The union of [begin, end) intervals, sorted and disjoint (one group's operations run in turn, but
+    two groups' threads may run theirs at once)."""
+    out = []
+    for b, e in sorted(intervals):
+        if out and b <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([b, e])
+    return out
+
+
+OWN_BINS = ("none", "0-0.5", "0.5-1")  # the share of a wait the rank's own operations ran beside it
+
+
+def own_split(logs, ops):
+    """Per OWN_BINS bin: [waits, wall ns, cpu ns or None]."""
+    bins = [[0, 0, 0] for _ in OWN_BINS]
+    has_cpu = has_cpu_clock(logs)
+    for rows, mine in zip(logs, transfer_spans(ops)):
+        spans = merged(mine)
+        begins = [b for b, _ in spans]
+        for row in rows:
+            b, e = row[0], row[1]
+            if e <= b:  # as in busy_split: no share to split
+                continue
+            beside = overlap(b, e, spans, begins) / (e - b)
+            acc = bins[0 if beside == 0 else 1 if beside <= 0.5 else 2]
+            acc[0] += 1
+            acc[1] += e - b
+            acc[2] += row[3] - row[2] if has_cpu else 0
+    return [(n, wall, cpu if has_cpu else None) for n, wall, cpu in bins]
+
+
+def print_own(logs, ops, steps):
+    print("\nthe ranks' own operations on their other groups over the timed steps (all ranks, per step)")
+    print(f"{'group':>8} {'kind':>14} {'ops':>6} {'MiB':>8} {'us/op':>8}  (us/op: issue to Wait for a send or receive)")
+    kinds = {}
+    for mine in ops:
+        for group, kind, nbytes, _, b, e in mine:
+            acc = kinds.setdefault((group.split(".")[0], kind), [0, 0, 0])  # "pp.dp0.z0" -> pp
+            acc[0] += 1
+            acc[1] += nbytes
+            acc[2] += e - b
+    for (group, kind), (n, nbytes, ns) in sorted(kinds.items()):
+        print(f"{group:>8} {kind:>14} {n / steps:>6.1f} {nbytes / steps / 2**20:>8.2f} {ns / n / 1e3:>8.1f}")
+    print("TP waits by the share of each that the rank's own operations on its other groups may have run beside "
+          "(a transfer: from both sides' issue to the first side's done)")
+    print(f"{'beside':>9} {'waits':>6} {'wait_us':>8} {'cpu_us':>7} {'share':>6}  (waits per step; means per wait)")
+    for label, (n, wall, cpu) in zip(OWN_BINS, own_split(logs, ops)):
+        if n == 0:
+            print(f"{label:>9} {0:>6.1f} {'-':>8} {'-':>7} {'-':>6}")
+            continue
+        cpu_us = f"{cpu / n / 1e3:>7.1f}" if cpu is not None else f"{'-':>7}"
+        cpu_share = share(cpu, wall) if cpu is not None else f"{'-':>6}"
+        print(f"{label:>9} {n / steps:>6.1f} {wall / n / 1e3:>8.1f} {cpu_us} {cpu_share}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("prefix")
@@ -130,6 +236,11 @@ def main():
     if a.tp < 2 or a.world % a.tp:
         sys.exit(f"tp_wait_skew: --tp {a.tp} with --world {a.world}: expected tp >= 2 dividing world")
     logs = [load(f"{a.prefix}.rank{r}") for r in range(a.world)]
+    have_ops = [os.path.exists(f"{a.prefix}.rank{r}.ops") for r in range(a.world)]
+    if any(have_ops) and not all(have_ops):
+        sys.exit(f"tp_wait_skew: {a.prefix}.rank{have_ops.index(False)}.ops is missing, rank "
+                 f"{have_ops.index(True)}'s is there: expected every rank's or none (one train_3d run writes all)")
+    ops = [load_ops(f"{a.prefix}.rank{r}.ops") for r in range(a.world)] if all(have_ops) else None
     print(f"{'rank':>4} {'calls':>6} {'wait_s':>8} {'transfer':>9} {'skew':>8}  (per step)")
     by_position = {}  # (group, position in step) -> [skew s, late gap s, early gap s, count]
     for g in range(0, a.world, a.tp):
@@ -166,6 +277,8 @@ def main():
         print_cpu(logs, a.steps)
     if a.world > a.tp:
         print_busy(logs, a.tp, a.steps)
+    if ops is not None:
+        print_own(logs, ops, a.steps)
     print(f"\ncollectives with the most skew (summed over the group's peers, per step); gaps: since the "
           f"peer's previous TP wait ended (0 for a step's first)")
     print(f"{'group':>5} {'position':>8} {'skew_s':>8} {'late_gap':>9} {'early_gap':>9}")

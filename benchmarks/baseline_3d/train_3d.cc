@@ -7,7 +7,8 @@
 // group's counted bytes per step. --profile-ops prints each rank's OPS line as tools/train
 // does (zeropp/cli/op_profile.h), beside which `plan --predict --design 3d` prints its charge.
 // --tp-wait-log PREFIX writes each rank's TP waits over the timed steps (after --bench-warmup N)
-// to PREFIX.rank<N>, for tools/tp_wait_skew.py.
+// to PREFIX.rank<N>, and its other groups' operations over those steps (its pipeline transfers, its
+// data-parallel collectives) to PREFIX.rank<N>.ops, for tools/tp_wait_skew.py.
 //   zpp run --nproc-per-node 4 -- train_3d --tp 2 --pp 2 --schedule 1f1b --width 256 ...
 #include <algorithm>
 #include <cerrno>
@@ -71,6 +72,42 @@ void WriteTpWaitLog(const std::string& path) {
                  (long long)w.cpu_end_ns);
   }
   if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error("tp-wait-log: cannot write '" + path + "': " + std::strerror(errno));
+  }
+}
+
+// PREFIX.rank<N>.ops beside it: one line per operation of this rank's pipeline, ZeRO and data groups
+// after `from_ns` (the timed steps' start), "group kind bytes peer start_ns end_ns", on the steady
+// clock of the waits at the OpLog's microseconds. A collective's span is its run on the group's
+// communication thread; a send's or receive's runs from its issue to the return of its Wait (the
+// transfer happens somewhere inside; tools/tp_wait_skew.py narrows it with the peer's side), and its
+// peer is the peer's process rank (the groups' ranks are TP indices `tp_index` of `tp`-rank blocks);
+// a collective's peer is -1. The OpLog keeps its last `capacity` operations: a log that may have lost
+// a timed one is refused.
+void WriteOpsLog(const std::string& path, ProcessGroups& groups, int64_t from_ns, size_t capacity, int tp,
+                 int tp_index) {
+  std::string lines;
+  for (Communicator* c : {&groups.pp(), &groups.zero(), &groups.dp()}) {
+    if (c->size() < 2) continue;
+    const std::vector<OpRecord> ops = c->RecentOps();
+    if (ops.size() >= capacity && ops.front().start_us * 1000 >= from_ns) {
+      throw std::runtime_error(absl::StrCat("tp-wait-log: group ", c->name(), " ran more than ", capacity,
+                                            " operations over the timed steps, expected at most that many "
+                                            "(its log would miss the first ones): time fewer steps"));
+    }
+    for (const OpRecord& r : ops) {
+      if (r.state != OpState::kDone || r.start_us * 1000 < from_ns) continue;
+      const bool p2p = r.kind == OpKind::kSend || r.kind == OpKind::kRecv;
+      const int peer = p2p ? c->global_ranks()[r.peer] * tp + tp_index : -1;
+      absl::StrAppend(&lines, c->name(), " ", OpKindName(r.kind), " ", r.bytes, " ", peer, " ", r.start_us * 1000,
+                      " ", r.end_us * 1000, "\n");
+    }
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) throw std::runtime_error("tp-wait-log: cannot write '" + tmp + "': " + std::strerror(errno));
+  const bool written = std::fwrite(lines.data(), 1, lines.size(), f) == lines.size();
+  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw std::runtime_error("tp-wait-log: cannot write '" + path + "': " + std::strerror(errno));
   }
 }
@@ -187,7 +224,11 @@ int Main(int argc, char** argv) {
   auto all = ProcessGroups::Create(env, {1, env.world_size, 1, DpMode::kDp}, {});
   auto mine = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("3d/tp_index", t), all->store());
   TrainerOptions to = cfg.trainer;
-  auto groups = ProcessGroups::CreateWithStore(mine, inner, inner_world, to.layout, {});
+  // --tp-wait-log also writes the other groups' operations over the timed steps (WriteOpsLog): their
+  // OpLogs must hold those steps' operations, not the flight recorder's last 64.
+  ProcessGroupsOptions groups_options;
+  if (!cfg.tp_wait_log.empty()) groups_options.comm.log_capacity = 1 << 16;
+  auto groups = ProcessGroups::CreateWithStore(mine, inner, inner_world, to.layout, groups_options);
   std::vector<int> pair;
   for (int j = 0; j < tp; ++j) pair.push_back(inner * tp + j);
   const std::string name = absl::StrCat("tp", inner);
@@ -221,11 +262,13 @@ int Main(int argc, char** argv) {
   cli::OpProfiler op_profiler;  // --profile-ops
   ResetHostTensorPeak();  // training's peak, after set-up
   auto t0 = std::chrono::steady_clock::now(), tb = t0;
+  int64_t timed_from_ns = 0;  // the timed steps' start on the steady clock (--tp-wait-log's ops)
   for (int64_t step = 0; step < cfg.steps; ++step) {
     if (cfg.bench_warmup > 0 && step == cfg.bench_warmup) {
       all->world().Barrier()->Wait();
       lo0 = cli::LoopbackTxBytes();
       tb = std::chrono::steady_clock::now();
+      timed_from_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(tb.time_since_epoch()).count();
       if (!cfg.tp_wait_log.empty()) baseline3d::SetTpWaitLogging(true);
     }
     std::vector<at::Tensor> xs(m), ys(m);
@@ -282,7 +325,11 @@ int Main(int argc, char** argv) {
                   net_rss, peak_tensor);
     }
   }
-  if (!cfg.tp_wait_log.empty()) WriteTpWaitLog(cfg.tp_wait_log + ".rank" + std::to_string(env.rank));
+  if (!cfg.tp_wait_log.empty()) {
+    const std::string path = cfg.tp_wait_log + ".rank" + std::to_string(env.rank);
+    WriteTpWaitLog(path);
+    WriteOpsLog(path + ".ops", trainer.groups(), timed_from_ns, groups_options.comm.log_capacity, tp, t);
+  }
   const double peak = MaxOverRanks(all->world(), PeakRssMb());
   if (lead) {
     std::printf("DONE steps=%lld first_loss=%.4f last_loss=%.4f tokens_per_s=%.0f peak_rss_mb=%.0f\n",
