@@ -108,19 +108,24 @@ def busy_split(logs, tp):
     return [(n, wall, cpu if has_cpu else None) for n, wall, cpu in bins]
 
 
-def print_busy(logs, tp, steps):
-    print("\nTP waits by what the other groups' ranks did meanwhile (busy: the share of the wait they spent "
-          "outside their own TP waits), all ranks")
-    print(f"{'busy':>9} {'waits':>6} {'wait_us':>8} {'cpu_us':>7} {'share':>6}  (waits per step; means per wait)")
-    edges = (0.0,) + BUSY_BINS + (1.0,)
-    for i, (n, wall, cpu) in enumerate(busy_split(logs, tp)):
-        label = f"{edges[i]:.2f}-{edges[i + 1]:.2f}"
+def print_bins(name, labels, bins, steps):
+    """A table of binned TP waits: per bin, waits per step and the mean wall and CPU (us) a wait."""
+    print(f"{name:>9} {'waits':>6} {'wait_us':>8} {'cpu_us':>7} {'share':>6}  (waits per step; means per wait)")
+    for label, (n, wall, cpu) in zip(labels, bins):
         if n == 0:
             print(f"{label:>9} {0:>6.1f} {'-':>8} {'-':>7} {'-':>6}")
             continue
         cpu_us = f"{cpu / n / 1e3:>7.1f}" if cpu is not None else f"{'-':>7}"
         cpu_share = share(cpu, wall) if cpu is not None else f"{'-':>6}"
         print(f"{label:>9} {n / steps:>6.1f} {wall / n / 1e3:>8.1f} {cpu_us} {cpu_share}")
+
+
+def print_busy(logs, tp, steps):
+    print("\nTP waits by what the other groups' ranks did meanwhile (busy: the share of the wait they spent "
+          "outside their own TP waits), all ranks")
+    edges = (0.0,) + BUSY_BINS + (1.0,)
+    labels = [f"{edges[i]:.2f}-{edges[i + 1]:.2f}" for i in range(len(edges) - 1)]
+    print_bins("busy", labels, busy_split(logs, tp), steps)
 
 
 def load_ops(path):
@@ -215,14 +220,7 @@ def print_own(logs, ops, steps):
         print(f"{group:>8} {kind:>14} {n / steps:>6.1f} {nbytes / steps / 2**20:>8.2f} {ns / n / 1e3:>8.1f}")
     print("TP waits by the share of each that the rank's own operations on its other groups may have run beside "
           "(a transfer: from both sides' issue to the first side's done)")
-    print(f"{'beside':>9} {'waits':>6} {'wait_us':>8} {'cpu_us':>7} {'share':>6}  (waits per step; means per wait)")
-    for label, (n, wall, cpu) in zip(OWN_BINS, own_split(logs, ops)):
-        if n == 0:
-            print(f"{label:>9} {0:>6.1f} {'-':>8} {'-':>7} {'-':>6}")
-            continue
-        cpu_us = f"{cpu / n / 1e3:>7.1f}" if cpu is not None else f"{'-':>7}"
-        cpu_share = share(cpu, wall) if cpu is not None else f"{'-':>6}"
-        print(f"{label:>9} {n / steps:>6.1f} {wall / n / 1e3:>8.1f} {cpu_us} {cpu_share}")
+    print_bins("beside", OWN_BINS, own_split(logs, ops), steps)
 
 
 def main():
