@@ -131,14 +131,17 @@ def print_busy(logs, tp, steps):
 def load_ops(path):
     """Rows (group, kind, bytes, peer, start_ns, end_ns) of train_3d's PREFIX.rank<N>.ops."""
     rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if (len(parts) != 6 or not all(p.lstrip("-").isdigit() for p in parts[2:])
-                    or int(parts[4]) > int(parts[5])):
-                sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'group kind bytes peer "
-                         f"start_ns end_ns' with start_ns <= end_ns")
-            rows.append((parts[0], parts[1], *(int(p) for p in parts[2:])))
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                parts = line.split()
+                if (len(parts) != 6 or not all(p.lstrip("-").isdigit() for p in parts[2:])
+                        or int(parts[4]) > int(parts[5])):
+                    sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'group kind bytes peer "
+                             f"start_ns end_ns' with start_ns <= end_ns")
+                rows.append((parts[0], parts[1], *(int(p) for p in parts[2:])))
+    except OSError as e:
+        sys.exit(f"tp_wait_skew: cannot read {path}: {e.strerror}")
     return rows
 
 
