@@ -29,21 +29,30 @@ import os
 import sys
 
 
-def load(path):
-    """Rows (begin_ns, end_ns) or (begin_ns, end_ns, cpu_begin_ns, cpu_end_ns), one width a file."""
+def read_rows(path, parse, expected, hint=""):
+    """The rows `parse` makes of each line's fields (None: the line is refused, naming `expected`)."""
     rows = []
     try:
         with open(path) as f:
             for n, line in enumerate(f, 1):
-                parts = line.split()
-                if (len(parts) not in (2, 4) or (rows and len(parts) != len(rows[0]))
-                        or not all(p.lstrip("-").isdigit() for p in parts)):
-                    sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'begin_ns end_ns' "
-                             f"or 'begin_ns end_ns cpu_begin_ns cpu_end_ns', as every line before it")
-                rows.append(tuple(int(p) for p in parts))
+                row = parse(line.split(), rows)
+                if row is None:
+                    sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected {expected}")
+                rows.append(row)
     except OSError as e:
-        sys.exit(f"tp_wait_skew: cannot read {path}: {e.strerror} (train_3d --tp-wait-log writes PREFIX.rank<N>)")
+        sys.exit(f"tp_wait_skew: cannot read {path}: {e.strerror}{hint}")
     return rows
+
+
+def load(path):
+    """Rows (begin_ns, end_ns) or (begin_ns, end_ns, cpu_begin_ns, cpu_end_ns), one width a file."""
+    def parse(parts, rows):
+        if (len(parts) not in (2, 4) or (rows and len(parts) != len(rows[0]))
+                or not all(p.lstrip("-").isdigit() for p in parts)):
+            return None
+        return tuple(int(p) for p in parts)
+    return read_rows(path, parse, "'begin_ns end_ns' or 'begin_ns end_ns cpu_begin_ns cpu_end_ns', as every line "
+                     "before it", " (train_3d --tp-wait-log writes PREFIX.rank<N>)")
 
 
 def cpu_split(rows, steps):
@@ -79,7 +88,8 @@ BUSY_BINS = (0.25, 0.5, 0.75)  # upper edges; the last bin runs to 1
 
 
 def overlap(begin, end, rows, begins):
-    """The time (ns) within [begin, end) that one rank spent in its waits; rows sorted, disjoint."""
+    """The time (ns) within [begin, end) covered by `rows` (spans (begin, end, ...) sorted and disjoint:
+    one rank's waits, or its merged operations); `begins` their begins."""
     total = 0
     for b, e, *_ in rows[max(0, bisect.bisect_right(begins, begin) - 1):]:
         if b >= end:
@@ -88,24 +98,33 @@ def overlap(begin, end, rows, begins):
     return total
 
 
-def busy_split(logs, tp):
-    """Per bin of 'busy' (the mean share of a wait that the other groups' ranks spent outside their own
-    TP waits): [waits, wall ns, cpu ns or None]."""
-    begins = [[row[0] for row in rows] for rows in logs]
-    bins = [[0, 0, 0] for _ in range(len(BUSY_BINS) + 1)]
+def bin_waits(logs, nbins, bin_of):
+    """Every rank's TP waits in `nbins` bins, bin_of(rank, begin, end) picking each one's: per bin
+    [waits, wall ns, cpu ns or None]. A wait the clock did not see pass has no share to split."""
+    bins = [[0, 0, 0] for _ in range(nbins)]
     has_cpu = has_cpu_clock(logs)
     for r, rows in enumerate(logs):
-        others = [o for o in range(len(logs)) if o // tp != r // tp]
         for row in rows:
             b, e = row[0], row[1]
-            if e <= b:  # a wait the clock did not see pass has no share to split
+            if e <= b:
                 continue
-            busy = 1 - sum(overlap(b, e, logs[o], begins[o]) for o in others) / (len(others) * (e - b))
-            acc = bins[bisect.bisect_right(BUSY_BINS, busy)]
+            acc = bins[bin_of(r, b, e)]
             acc[0] += 1
             acc[1] += e - b
             acc[2] += row[3] - row[2] if has_cpu else 0
     return [(n, wall, cpu if has_cpu else None) for n, wall, cpu in bins]
+
+
+def busy_split(logs, tp):
+    """Per bin of 'busy' (the mean share of a wait that the other groups' ranks spent outside their own
+    TP waits): [waits, wall ns, cpu ns or None]."""
+    begins = [[row[0] for row in rows] for rows in logs]
+    others = [[o for o in range(len(logs)) if o // tp != r // tp] for r in range(len(logs))]
+
+    def bin_of(r, b, e):
+        busy = 1 - sum(overlap(b, e, logs[o], begins[o]) for o in others[r]) / (len(others[r]) * (e - b))
+        return bisect.bisect_right(BUSY_BINS, busy)
+    return bin_waits(logs, len(BUSY_BINS) + 1, bin_of)
 
 
 def print_bins(name, labels, bins, steps):
@@ -130,19 +149,11 @@ def print_busy(logs, tp, steps):
 
 def load_ops(path):
     """Rows (group, kind, bytes, peer, start_ns, end_ns) of train_3d's PREFIX.rank<N>.ops."""
-    rows = []
-    try:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                parts = line.split()
-                if (len(parts) != 6 or not all(p.lstrip("-").isdigit() for p in parts[2:])
-                        or int(parts[4]) > int(parts[5])):
-                    sys.exit(f"tp_wait_skew: {path} line {n}: got {line.strip()!r}, expected 'group kind bytes peer "
-                             f"start_ns end_ns' with start_ns <= end_ns")
-                rows.append((parts[0], parts[1], *(int(p) for p in parts[2:])))
-    except OSError as e:
-        sys.exit(f"tp_wait_skew: cannot read {path}: {e.strerror}")
-    return rows
+    def parse(parts, rows):
+        if len(parts) != 6 or not all(p.lstrip("-").isdigit() for p in parts[2:]) or int(parts[4]) > int(parts[5]):
+            return None
+        return (parts[0], parts[1], *(int(p) for p in parts[2:]))
+    return read_rows(path, parse, "'group kind bytes peer start_ns end_ns' with start_ns <= end_ns")
 
 
 def transfer_spans(ops):
@@ -192,21 +203,13 @@ OWN_BINS = ("none", "0-0.5", "0.5-1")  # the share of a wait the rank's own oper
 
 def own_split(logs, ops):
     """Per OWN_BINS bin: [waits, wall ns, cpu ns or None]."""
-    bins = [[0, 0, 0] for _ in OWN_BINS]
-    has_cpu = has_cpu_clock(logs)
-    for rows, mine in zip(logs, transfer_spans(ops)):
-        spans = merged(mine)
-        begins = [b for b, _ in spans]
-        for row in rows:
-            b, e = row[0], row[1]
-            if e <= b:  # as in busy_split: no share to split
-                continue
-            beside = overlap(b, e, spans, begins) / (e - b)
-            acc = bins[0 if beside == 0 else 1 if beside <= 0.5 else 2]
-            acc[0] += 1
-            acc[1] += e - b
-            acc[2] += row[3] - row[2] if has_cpu else 0
-    return [(n, wall, cpu if has_cpu else None) for n, wall, cpu in bins]
+    spans = [merged(mine) for mine in transfer_spans(ops)]
+    begins = [[b for b, _ in rank_spans] for rank_spans in spans]
+
+    def bin_of(r, b, e):
+        beside = overlap(b, e, spans[r], begins[r]) / (e - b)
+        return 0 if beside == 0 else 1 if beside <= 0.5 else 2
+    return bin_waits(logs, len(OWN_BINS), bin_of)
 
 
 def print_own(logs, ops, steps):

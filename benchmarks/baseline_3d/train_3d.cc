@@ -60,20 +60,25 @@ struct Config {
   std::string tp_wait_log;    // each rank's TP waits over the timed steps, to PATH.rank<N>
 };
 
-// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns cpu_begin_ns cpu_end_ns"
-// (the process CPU clock at its ends), written whole to a temporary file and renamed into place.
-void WriteTpWaitLog(const std::string& path) {
-  const std::vector<baseline3d::TpWait> log = baseline3d::TakeTpWaitLog();
+// --tp-wait-log's files: `text` written whole to a temporary file and renamed into place.
+void WriteLogFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) throw std::runtime_error("tp-wait-log: cannot write '" + tmp + "': " + std::strerror(errno));
-  for (const auto& w : log) {
-    std::fprintf(f, "%lld %lld %lld %lld\n", (long long)w.begin_ns, (long long)w.end_ns, (long long)w.cpu_begin_ns,
-                 (long long)w.cpu_end_ns);
-  }
-  if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw std::runtime_error("tp-wait-log: cannot write '" + path + "': " + std::strerror(errno));
   }
+}
+
+// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns cpu_begin_ns cpu_end_ns"
+// (the process CPU clock at its ends).
+void WriteTpWaitLog(const std::string& path) {
+  std::string lines;
+  for (const auto& w : baseline3d::TakeTpWaitLog()) {
+    absl::StrAppend(&lines, w.begin_ns, " ", w.end_ns, " ", w.cpu_begin_ns, " ", w.cpu_end_ns, "\n");
+  }
+  WriteLogFile(path, lines);
 }
 
 // PREFIX.rank<N>.ops beside it: one line per operation of this rank's pipeline, ZeRO and data groups
@@ -103,13 +108,7 @@ void WriteOpsLog(const std::string& path, ProcessGroups& groups, int64_t from_ns
                       " ", r.end_us * 1000, "\n");
     }
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) throw std::runtime_error("tp-wait-log: cannot write '" + tmp + "': " + std::strerror(errno));
-  const bool written = std::fwrite(lines.data(), 1, lines.size(), f) == lines.size();
-  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("tp-wait-log: cannot write '" + path + "': " + std::strerror(errno));
-  }
+  WriteLogFile(path, lines);
 }
 
 Config Parse(int argc, char** argv) {
