@@ -77,6 +77,25 @@ def main():
     assert lines[at + 3].split() == ["1", "0.0020", "0.333", "1000.0", "0.0040", "0.0060", "1.500"], lines[at + 3]
     assert per_rank(out)[0] == (2, 0.006, 0.004, 0.002), out  # coll 0: r1 late (transfer 2); coll 1: r0
 
+    # The waits by the CPU share of the gap before each (ms; 2 steps of 2 waits, a step's first wait in
+    # 'first'). Rank 0: step 1's second wait (10-12, CPU 2 -> 3) follows 2-10 with 1 of CPU (0.125: bin
+    # 0.00-0.25); step 2's (26-28, 9 -> 10) follows 24-26 with 3 (1.5: >0.75). Rank 1: 6-10 (2 -> 4)
+    # follows 2-6 with 2 (0.5, an edge: the bin above, 0.50-0.75); 30-32 (14 -> 15) follows 24-30 with
+    # 2 (0.333: 0.25-0.50). 'first': 4 waits of (2 + 4 + 2 + 4) / 4 = 3 ms with (1 + 1 + 0 + 2) / 4 = 1
+    # of CPU (share 0.333), 2 a step; every other bin one wait, 0.5 a step.
+    g0 = [(0, 2, 0, 1), (10, 12, 2, 3), (20, 24, 5, 6), (26, 28, 9, 10)]
+    g1 = [(0, 2, 0, 0), (6, 10, 2, 4), (20, 24, 10, 12), (30, 32, 14, 15)]
+    code, out, err = run([g0, g1], "--world", "2", "--tp", "2", "--steps", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, l in enumerate(lines) if "gap before each" in l)
+    assert [l.split() for l in lines[at + 2:at + 7]] == [
+        ["first", "2.0", "3000.0", "1000.0", "0.333"],
+        ["0.00-0.25", "0.5", "2000.0", "1000.0", "0.500"],
+        ["0.25-0.50", "0.5", "2000.0", "1000.0", "0.500"],
+        ["0.50-0.75", "0.5", "4000.0", "2000.0", "0.500"],
+        [">0.75", "0.5", "2000.0", "1000.0", "0.500"]], lines[at:at + 7]
+
     assert "other groups' ranks" not in out, out  # one TP group: no other group to overlap with
     assert "own operations" not in out, out  # no .ops files
 

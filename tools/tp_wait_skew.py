@@ -13,7 +13,8 @@ independent tp=2 jobs); skew it charges only as far as those jobs had it.
 Prints per rank the wait per step (s) and its split; where the log has the process CPU clock at each
 wait's ends (4 columns, as train_3d writes since 2026-12-06), the CPU per step inside the waits and
 between them (every thread of the rank's process: the transport's too), each over its wall time (the
-cores the process kept busy) and inside the waits per collective; where there is more than one TP
+cores the process kept busy) and inside the waits per collective, and the waits by the CPU share of
+the gap before each (a rank that sat idle before a wait, as in a pipeline bubble, has a low one); where there is more than one TP
 group, the waits by how much of each the other groups' ranks spent outside their own TP waits
 (computing, or in transfers the log does not hold), to see whether a collective takes longer and more
 CPU while the other groups compute beside it on the same cores; where train_3d wrote PREFIX.rank<N>.ops
@@ -99,16 +100,16 @@ def overlap(begin, end, rows, begins):
 
 
 def bin_waits(logs, nbins, bin_of):
-    """Every rank's TP waits in `nbins` bins, bin_of(rank, begin, end) picking each one's: per bin
+    """Every rank's TP waits in `nbins` bins, bin_of(rank, index in its log) picking each one's: per bin
     [waits, wall ns, cpu ns or None]. A wait the clock did not see pass has no share to split."""
     bins = [[0, 0, 0] for _ in range(nbins)]
     has_cpu = has_cpu_clock(logs)
     for r, rows in enumerate(logs):
-        for row in rows:
+        for k, row in enumerate(rows):
             b, e = row[0], row[1]
             if e <= b:
                 continue
-            acc = bins[bin_of(r, b, e)]
+            acc = bins[bin_of(r, k)]
             acc[0] += 1
             acc[1] += e - b
             acc[2] += row[3] - row[2] if has_cpu else 0
@@ -121,7 +122,8 @@ def busy_split(logs, tp):
     begins = [[row[0] for row in rows] for rows in logs]
     others = [[o for o in range(len(logs)) if o // tp != r // tp] for r in range(len(logs))]
 
-    def bin_of(r, b, e):
+    def bin_of(r, k):
+        b, e = logs[r][k][:2]
         busy = 1 - sum(overlap(b, e, logs[o], begins[o]) for o in others[r]) / (len(others[r]) * (e - b))
         return bisect.bisect_right(BUSY_BINS, busy)
     return bin_waits(logs, len(BUSY_BINS) + 1, bin_of)
@@ -145,6 +147,30 @@ def print_busy(logs, tp, steps):
     edges = (0.0,) + BUSY_BINS + (1.0,)
     labels = [f"{edges[i]:.2f}-{edges[i + 1]:.2f}" for i in range(len(edges) - 1)]
     print_bins("busy", labels, busy_split(logs, tp), steps)
+
+
+GAP_BINS = (0.25, 0.5, 0.75)  # upper edges of the CPU share of the gap before a wait; the last runs on
+
+
+def gap_split(logs, steps):
+    """Per bin of the gap before a wait (from the rank's previous TP wait's end; a step's first wait has
+    none, bin 'first'): its process CPU over its wall time, low where the rank sat idle in it (blocked on
+    a pipeline receive: a bubble) and high where it computed. [waits, wall ns, cpu ns]."""
+    def bin_of(r, k):
+        if k % (len(logs[r]) // steps) == 0:
+            return 0
+        (_, e, _, ce), (b, _, cb, _) = logs[r][k - 1], logs[r][k]
+        return 1 + bisect.bisect_right(GAP_BINS, (cb - ce) / (b - e) if b > e else 1.0)
+    return bin_waits(logs, len(GAP_BINS) + 2, bin_of)
+
+
+def print_gap(logs, steps):
+    print("\nTP waits by the rank's process CPU over the gap before each (since its previous TP wait ended; "
+          "low: it sat idle, as in a pipeline bubble), all ranks")
+    edges = (0.0,) + GAP_BINS + (float("inf"),)
+    labels = ["first"] + [f"{edges[i]:.2f}-{edges[i + 1]:.2f}" if i < len(GAP_BINS) else f">{edges[i]:.2f}"
+                          for i in range(len(edges) - 1)]
+    print_bins("gap_cpu", labels, gap_split(logs, steps), steps)
 
 
 def load_ops(path):
@@ -206,7 +232,8 @@ def own_split(logs, ops):
     spans = [merged(mine) for mine in transfer_spans(ops)]
     begins = [[b for b, _ in rank_spans] for rank_spans in spans]
 
-    def bin_of(r, b, e):
+    def bin_of(r, k):
+        b, e = logs[r][k][:2]
         beside = overlap(b, e, spans[r], begins[r]) / (e - b)
         return 0 if beside == 0 else 1 if beside <= 0.5 else 2
     return bin_waits(logs, len(OWN_BINS), bin_of)
@@ -279,6 +306,8 @@ def main():
             print(f"{r:>4} {per_step:>6} {w:>8.4f} {t:>9.4f} {s:>8.4f}")
     if has_cpu_clock(logs):
         print_cpu(logs, a.steps)
+    if has_cpu_clock(logs):
+        print_gap(logs, a.steps)
     if a.world > a.tp:
         print_busy(logs, a.tp, a.steps)
     if ops is not None:
