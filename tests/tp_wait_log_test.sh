@@ -2,9 +2,11 @@
 # train_3d --tp-wait-log: every TP wait of the timed steps, per rank, in issue order. The two TP peers
 # log the same number of waits, a whole number per step (the same collectives every step); each
 # wait ends after it begins and before the next begins, and so does the process CPU clock logged at
-# its ends, which never runs faster than the process's threads allow; the logged waits add up to the
-# tp_wait_s_per_step the job reports (its mean over the ranks); tools/tp_wait_skew.py splits them,
-# transfer + skew = wait, on every rank, and reports the CPU inside and between them. Beside each
+# its ends, which never runs faster than the process's threads allow; each is marked with the phase
+# that issued it, as many forward and backward ones as the model's layers issue; the logged waits
+# add up to the tp_wait_s_per_step the job reports (its mean over the ranks); tools/tp_wait_skew.py
+# splits them, transfer + skew = wait, on every rank, and reports the CPU inside and between them,
+# and, at tp2 x pp2, the waits by their phase and the other stage's. Beside each
 # rank's log, PREFIX.rank<N>.ops holds its operations on its other groups over the timed steps: none
 # at tp=2 alone; at tp2 x pp2 (1f1b), every micro-batch's activation and gradient, each a send on one
 # stage and a receive of the same size on the other, which the tool pairs into transfer spans.
@@ -32,9 +34,14 @@ prefix, reported, skew = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 logs = [[tuple(map(int, l.split())) for l in open(f"{prefix}.rank{r}")] for r in (0, 1)]
 n = len(logs[0])
 assert n > 0 and n == len(logs[1]) and n % 3 == 0, (n, len(logs[1]))
+# Each wait's phase: a forward issues, a micro-batch, the embedding's all-reduce, 2 a layer and the
+# loss's 3 (the maxima's all-gather, the sums'); a backward 2 a layer and the head's input gradient.
+# Depth 2, 2 micro-batches: 2 x (1 + 4 + 3) = 16 forward waits a step, 2 x (4 + 1) = 10 backward.
 for rows in logs:
-    assert all(len(row) == 4 for row in rows), rows[0]
-    for (b, e, cb, ce), (b2, _, cb2, _) in zip(rows, rows[1:] + [(float("inf"), 0, float("inf"), 0)]):
+    assert all(len(row) == 5 and row[4] in (0, 1) for row in rows), rows[0]
+    phases = [sum(1 for row in rows if row[4] == p) for p in (0, 1)]
+    assert phases == [16 * 3, 10 * 3], phases
+    for (b, e, cb, ce, _), (b2, _, cb2, _, _) in zip(rows, rows[1:] + [(float("inf"), 0, float("inf"), 0, 0)]):
         assert b <= e <= b2 and cb <= ce <= cb2, (b, e, b2, cb, ce, cb2)
     # The process's CPU over the logged span: at most its threads' (a few: main, the transport's,
     # PyTorch's) times the wall, and not zero (the rank computes between the waits).
@@ -81,5 +88,15 @@ assert bins["0-0.5"] + bins["0.5-1"] > 0, bins
 at = next(i for i, l in enumerate(lines) if "gap before each" in l)
 gaps = {l.split()[0]: float(l.split()[1]) for l in lines[at + 2:at + 7]}
 assert gaps["first"] == 4.0 and abs(sum(gaps.values()) - waits) <= 0.05 * 5 + 1e-9, (gaps, waits)
+# One layer a stage. Stage 0 (ranks 0-1): a micro-batch's forward, the embedding's all-reduce and the
+# layer's 2; its backward the layer's 2. Stage 1: forward the layer's 2 and the loss's 3; backward the
+# layer's 2 and the head's. 2 micro-batches a step, 3 steps. The phase bins hold every wait.
+for r in range(4):
+    phases = [sum(1 for l in open(f"{prefix}.rank{r}") if l.split()[4] == p) for p in "01"]
+    assert phases == ([6 * 3, 4 * 3] if r < 2 else [10 * 3, 6 * 3]), (r, phases)
+at = next(i for i, l in enumerate(lines) if l.startswith("TP waits by phase"))
+by_phase = {l.split()[0]: float(l.split()[1]) for l in lines[at + 2:at + 8]}
+assert list(by_phase) == ["F|F", "F|B", "F|m", "B|F", "B|B", "B|m"], by_phase
+assert abs(sum(by_phase.values()) - waits) <= 0.05 * 6 + 1e-9 and by_phase["F|m"] == by_phase["B|m"] == 0, by_phase
 print("PASS: tp2 x pp2: each rank's 2 activations and 2 gradients a step, paired with the other stage's")
 PY

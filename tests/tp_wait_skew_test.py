@@ -1,6 +1,7 @@
 """tools/tp_wait_skew.py: the split of TP waits into transfer and arrival skew, and of the process CPU
-into inside and between the waits, against values worked out by hand on small logs, and its one-line
-refusals."""
+into inside and between the waits, and its bins of the waits (by the gap before each, the rank's own
+operations beside each, and the phases), against values worked out by hand on small logs, and its
+one-line refusals."""
 import os
 import subprocess
 import sys
@@ -17,7 +18,9 @@ def run(logs, *args, ops=None):
         prefix = os.path.join(d, "log")
         for r, rows in enumerate(logs):
             with open("%s.rank%d" % (prefix, r), "w") as f:
-                f.writelines(" ".join("%d" % (x * MS) for x in row) + "\n" for row in rows)
+                # a 5th column, the phase, is written as it is (0 or 1), the times in ms
+                f.writelines(" ".join(["%d" % (x * MS) for x in row[:4]] + ["%d" % x for x in row[4:]]) + "\n"
+                             for row in rows)
         for r, rows in enumerate(ops or []):
             if rows is None:  # this rank's file left out
                 continue
@@ -132,7 +135,46 @@ def main():
                          ops=[mine[0], [("pp.dp1.z0", "recv", 1, 0, 5, 4)]])
     assert code != 0 and "rank1.ops line 1" in err and "start_ns <= end_ns" in err, err
 
+    # The waits by phase (ms, a 5th column: 0 forward, 1 backward), with two TP groups whose ranks log
+    # alike: A = ranks 0-1, B = ranks 2-3, each beside the rank at its TP index in the other group, at
+    # its wait's middle. A's forward 0-2 (middle 1: B's last wait begun by then is 1-3, F) and
+    # backward 10-12 (11: B's 11-13, B); B's forward 1-3 (2: A's 0-2, F) and backward 11-13 (12:
+    # A's 10-12, B). F|F: 4 waits of 2 ms with (1 + 1 + 0 + 0) / 4 = 0.5 of CPU; B|B: 4 of 2 with 1.
+    a = [(0, 2, 0, 1, 0), (10, 12, 5, 6, 1)]
+    b = [(1, 3, 0, 0, 0), (11, 13, 1, 2, 1)]
+    code, out, err = run([a, a, b, b], "--world", "4", "--tp", "2", "--steps", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("TP waits by phase"))
+    assert [l.split() for l in lines[at + 2:at + 8]] == [
+        ["F|F", "4.0", "2000.0", "500.0", "0.250"], ["F|B", "0.0", "-", "-", "-"], ["F|m", "0.0", "-", "-", "-"],
+        ["B|F", "0.0", "-", "-", "-"], ["B|B", "4.0", "2000.0", "1000.0", "0.500"],
+        ["B|m", "0.0", "-", "-", "-"]], lines[at:at + 8]
+    # Three groups, A, B and C (ranks 0-1, 2-3, 4-5); 'm' where the two other groups differ. A waits
+    # F 1-3 (middle 2: B's 0-1 F, C's 2-4 B: m), B 10-12 (11: B's 5-7 B, C's 8-9 F: m), B 20-24 (22:
+    # B's 22-26 F, C's 21-23 B: m). B waits F 0-1 (0.5, before any wait of A or C: their first, F
+    # and B: m), B 5-7 (6: A's 1-3 F, C's 2-4 B: m), F 22-26 (24: A's 20-24 B, C's 21-23 B: F|B).
+    # C waits B 2-4 (3: A's 1-3 F, B's 0-1 F: B|F), F 8-9 (8.5: A's F, B's 5-7 B: m), B 21-23 (22:
+    # A's 20-24 B, B's 22-26 F: m). Two ranks each: F|B 2 waits of 4 ms with 1 of CPU; F|m 6 of (2 +
+    # 1 + 1) / 3 ms with (1 + 0 + 0) / 3; B|F 2 of 2 with 2; B|m 8 of (2 + 4 + 2 + 2) / 4 = 2.5 with
+    # (1 + 2 + 1 + 1) / 4 = 1.25.
+    a = [(1, 3, 0, 1, 0), (10, 12, 5, 6, 1), (20, 24, 10, 12, 1)]
+    b = [(0, 1, 0, 0, 0), (5, 7, 1, 2, 1), (22, 26, 5, 6, 0)]
+    c = [(2, 4, 0, 2, 1), (8, 9, 3, 3, 0), (21, 23, 4, 5, 1)]
+    code, out, err = run([a, a, b, b, c, c], "--world", "6", "--tp", "2", "--steps", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("TP waits by phase"))
+    assert [l.split() for l in lines[at + 2:at + 8]] == [
+        ["F|F", "0.0", "-", "-", "-"], ["F|B", "2.0", "4000.0", "1000.0", "0.250"],
+        ["F|m", "6.0", "1333.3", "333.3", "0.250"], ["B|F", "2.0", "2000.0", "2000.0", "1.000"],
+        ["B|B", "0.0", "-", "-", "-"], ["B|m", "8.0", "2500.0", "1250.0", "0.500"]], lines[at:at + 8]
+    code, out, err = run([c0, c1, c0, c1], "--world", "4", "--tp", "2", "--steps", "1")
+    assert code == 0 and "other groups' ranks" in out and "TP waits by phase" not in out, out  # 4 columns: no phase
+
     # Refusals: one line, nonzero, naming what is wrong.
+    code, out, err = run([[(0, 4, 0, 1, 2)], [(0, 4, 0, 1, 0)]], "--world", "2", "--tp", "2", "--steps", "1")
+    assert code != 0 and "rank0 line 1" in err and "a phase 0 or 1" in err and "Traceback" not in err, err
     code, out, err = run([[(0, 4), (10, 12, 17, 19)], c1], "--world", "2", "--tp", "2", "--steps", "1")
     assert code != 0 and "line 2" in err and "as every line before it" in err and "Traceback" not in err, err
     code, out, err = run([r0, r1[:3]], "--world", "2", "--tp", "2", "--steps", "2")

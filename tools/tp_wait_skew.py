@@ -14,15 +14,17 @@ Prints per rank the wait per step (s) and its split; where the log has the proce
 wait's ends (4 columns, as train_3d writes since 2026-12-06), the CPU per step inside the waits and
 between them (every thread of the rank's process: the transport's too), each over its wall time (the
 cores the process kept busy) and inside the waits per collective, and the waits by the CPU share of
-the gap before each (a rank that sat idle before a wait, as in a pipeline bubble, has a low one); where there is more than one TP
-group, the waits by how much of each the other groups' ranks spent outside their own TP waits
-(computing, or in transfers the log does not hold), to see whether a collective takes longer and more
-CPU while the other groups compute beside it on the same cores; where train_3d wrote PREFIX.rank<N>.ops
-(the operations its pipeline, ZeRO and data groups ran over the timed steps, since 2026-12-07), the
-waits by how much of each the rank's own operations on those groups ran beside it (its pipeline
-transfers on the same process's transport), with those operations per step; then the collectives of
-a step with the most skew per step, each with the gap (s) its late and early peers spent since their
-previous TP wait.
+the gap before each (a rank that sat idle before a wait, as in a pipeline bubble, has a low one);
+where there is more than one TP group, the waits by how much of each the other groups' ranks spent
+outside their own TP waits (computing, or in transfers the log does not hold), to see whether a
+collective takes longer and more CPU while the other groups compute beside it on the same cores, and,
+where the log has each wait's phase too (5 columns, since the sixty-ninth session), the waits by their
+own phase and the other groups' at their middle (a forward beside a backward, as 1f1b's stages run);
+where train_3d wrote PREFIX.rank<N>.ops (the operations its pipeline, ZeRO and data groups ran over
+the timed steps, since 2026-12-07), the waits by how much of each the rank's own operations on those
+groups ran beside it (its pipeline transfers on the same process's transport), with those operations
+per step; then the collectives of a step with the most skew per step, each with the gap (s) its late
+and early peers spent since their previous TP wait.
 """
 import argparse
 import bisect
@@ -46,29 +48,35 @@ def read_rows(path, parse, expected, hint=""):
 
 
 def load(path):
-    """Rows (begin_ns, end_ns) or (begin_ns, end_ns, cpu_begin_ns, cpu_end_ns), one width a file."""
+    """Rows (begin_ns, end_ns), (begin_ns, end_ns, cpu_begin_ns, cpu_end_ns) or those and the phase (0 a
+    forward's collective, 1 a backward's), one width a file."""
     def parse(parts, rows):
-        if (len(parts) not in (2, 4) or (rows and len(parts) != len(rows[0]))
-                or not all(p.lstrip("-").isdigit() for p in parts)):
+        if (len(parts) not in (2, 4, 5) or (rows and len(parts) != len(rows[0]))
+                or not all(p.lstrip("-").isdigit() for p in parts) or (len(parts) == 5 and parts[4] not in "01")):
             return None
         return tuple(int(p) for p in parts)
-    return read_rows(path, parse, "'begin_ns end_ns' or 'begin_ns end_ns cpu_begin_ns cpu_end_ns', as every line "
-                     "before it", " (train_3d --tp-wait-log writes PREFIX.rank<N>)")
+    return read_rows(path, parse, "'begin_ns end_ns', 'begin_ns end_ns cpu_begin_ns cpu_end_ns' or those and a phase "
+                     "0 or 1, as every line before it", " (train_3d --tp-wait-log writes PREFIX.rank<N>)")
 
 
 def cpu_split(rows, steps):
     """Per step: wall and process CPU (s) inside the waits, and between one wait's end and the next's
     begin (over the whole log: the timed steps run back to back)."""
-    wait = sum(e - b for b, e, _, _ in rows)
-    cpu_wait = sum(ce - cb for _, _, cb, ce in rows)
-    between = sum(b2 - e for (_, e, _, _), (b2, _, _, _) in zip(rows, rows[1:]))
-    cpu_between = sum(cb2 - ce for (_, _, _, ce), (_, _, cb2, _) in zip(rows, rows[1:]))
+    wait = sum(row[1] - row[0] for row in rows)
+    cpu_wait = sum(row[3] - row[2] for row in rows)
+    between = sum(nxt[0] - row[1] for row, nxt in zip(rows, rows[1:]))
+    cpu_between = sum(nxt[2] - row[3] for row, nxt in zip(rows, rows[1:]))
     return tuple(x / 1e9 / steps for x in (wait, cpu_wait, between, cpu_between))
 
 
 def has_cpu_clock(logs):
-    """Whether every rank logged the process CPU clock (4 columns); an empty log has no calls to split."""
-    return all(log and len(log[0]) == 4 for log in logs)
+    """Whether every rank logged the process CPU clock (4 or 5 columns); an empty log has no calls to split."""
+    return all(log and len(log[0]) >= 4 for log in logs)
+
+
+def has_phase(logs):
+    """Whether every rank logged each wait's phase (5 columns: 0 a forward's collective, 1 a backward's)."""
+    return all(log and len(log[0]) == 5 for log in logs)
 
 
 def share(cpu, wall):
@@ -159,7 +167,7 @@ def gap_split(logs, steps):
     def bin_of(r, k):
         if k % (len(logs[r]) // steps) == 0:
             return 0
-        (_, e, _, ce), (b, _, cb, _) = logs[r][k - 1], logs[r][k]
+        (_, e, _, ce, *_), (b, _, cb, *_) = logs[r][k - 1], logs[r][k]
         return 1 + bisect.bisect_right(GAP_BINS, (cb - ce) / (b - e) if b > e else 1.0)
     return bin_waits(logs, len(GAP_BINS) + 2, bin_of)
 
@@ -171,6 +179,34 @@ def print_gap(logs, steps):
     labels = ["first"] + [f"{edges[i]:.2f}-{edges[i + 1]:.2f}" if i < len(GAP_BINS) else f">{edges[i]:.2f}"
                           for i in range(len(edges) - 1)]
     print_bins("gap_cpu", labels, gap_split(logs, steps), steps)
+
+
+PHASES = "FB"  # a wait's phase in the log: 0 a forward's collective, 1 a backward's
+PHASE_BINS = tuple(f"{own}|{other}" for own in PHASES for other in PHASES + "m")
+
+
+def phase_split(logs, tp):
+    """Per PHASE_BINS bin (the wait's own phase | the other groups' at its midpoint, m where they differ;
+    a rank's phase at a time is that of its last wait begun by then, or its first): [waits, wall ns, cpu
+    ns]. In 1f1b one stage runs a forward beside the other's backward on the same cores; the groups of
+    a tp x dp job run the same phase unless they drift apart."""
+    begins = [[row[0] for row in rows] for rows in logs]
+
+    def phase_at(o, t):
+        return logs[o][max(0, bisect.bisect_right(begins[o], t) - 1)][4]
+
+    def bin_of(r, k):
+        b, e, _, _, own = logs[r][k]
+        # the rank at the same TP index in each other group
+        others = {phase_at(o, (b + e) // 2) for o in range(r % tp, len(logs), tp) if o // tp != r // tp}
+        return own * 3 + (others.pop() if len(others) == 1 else 2)
+    return bin_waits(logs, len(PHASE_BINS), bin_of)
+
+
+def print_phase(logs, tp, steps):
+    print("\nTP waits by phase: the wait's own | the other groups' ranks' at its middle (F forward, B backward, "
+          "m mixed), all ranks")
+    print_bins("phase", PHASE_BINS, phase_split(logs, tp), steps)
 
 
 def load_ops(path):
@@ -310,6 +346,8 @@ def main():
         print_gap(logs, a.steps)
     if a.world > a.tp:
         print_busy(logs, a.tp, a.steps)
+    if a.world > a.tp and has_phase(logs):
+        print_phase(logs, a.tp, a.steps)
     if ops is not None:
         print_own(logs, ops, a.steps)
     print(f"\ncollectives with the most skew (summed over the group's peers, per step); gaps: since the "

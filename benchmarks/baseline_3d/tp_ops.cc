@@ -32,9 +32,10 @@ int64_t Ns(std::chrono::steady_clock::time_point t) {
 }
 
 // Waits for a TP collective, adding the wall time to this process's TP wait (and, while logging,
-// the wait's interval and the process CPU at its ends to the log; the CPU clock is read only then).
+// the wait's interval, the process CPU at its ends and `phase` to the log; the CPU clock is read
+// only then).
 template <typename Work>
-void Waited(Work&& w) {
+void Waited(Work&& w, TpWait::Phase phase) {
   const bool log = g_log_on.load(std::memory_order_relaxed);
   const int64_t cpu0 = log ? cli::ProcessCpuNs() : 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -44,13 +45,13 @@ void Waited(Work&& w) {
   g_tp_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
   if (log) {
     std::lock_guard<std::mutex> lock(g_log_mu);
-    g_log.push_back({Ns(t0), Ns(t1), cpu0, cpu1});
+    g_log.push_back({Ns(t0), Ns(t1), cpu0, cpu1, phase});
   }
 }
 
-at::Tensor AllReduced(const at::Tensor& x, Communicator& tp) {
+at::Tensor AllReduced(const at::Tensor& x, Communicator& tp, TpWait::Phase phase) {
   at::Tensor y = x.detach().contiguous().clone();
-  Waited(tp.AllReduce(y));
+  Waited(tp.AllReduce(y), phase);
   return y;
 }
 
@@ -64,51 +65,51 @@ struct CopyToTpFn : torch::autograd::Function<CopyToTpFn> {
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {AllReduced(g[0], Comm(ctx)), at::Tensor()};
+    return {AllReduced(g[0], Comm(ctx), TpWait::kBackward), at::Tensor()};
   }
 };
 
 struct ReduceFromTpFn : torch::autograd::Function<ReduceFromTpFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
     ctx->saved_data["tp"] = tp;
-    return AllReduced(x, *reinterpret_cast<Communicator*>(tp));
+    return AllReduced(x, *reinterpret_cast<Communicator*>(tp), TpWait::kForward);
   }
   static variable_list backward(AutogradContext* /*ctx*/, variable_list g) { return {g[0], at::Tensor()}; }
 };
 
 // Along dim 0: all-gather [n, ...] -> [tp * n, ...]; reduce-scatter [tp * n, ...] -> [n, ...].
-at::Tensor SeqAllGather(const at::Tensor& x, Communicator& tp) {
+at::Tensor SeqAllGather(const at::Tensor& x, Communicator& tp, TpWait::Phase phase) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] *= tp.size();
   at::Tensor out = at::empty(shape, x.options());
-  Waited(tp.AllGather(out, x.detach().contiguous()));  // the comm thread must see no autograd
+  Waited(tp.AllGather(out, x.detach().contiguous()), phase);  // the comm thread must see no autograd
   return out;
 }
-at::Tensor SeqReduceScatter(const at::Tensor& x, Communicator& tp) {
+at::Tensor SeqReduceScatter(const at::Tensor& x, Communicator& tp, TpWait::Phase phase) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] /= tp.size();
   at::Tensor out = at::empty(shape, x.options());
-  Waited(tp.ReduceScatter(out, x.detach().contiguous()));
+  Waited(tp.ReduceScatter(out, x.detach().contiguous()), phase);
   return out;
 }
 
 struct GatherFromSeqFn : torch::autograd::Function<GatherFromSeqFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
     ctx->saved_data["tp"] = tp;
-    return SeqAllGather(x, *reinterpret_cast<Communicator*>(tp));
+    return SeqAllGather(x, *reinterpret_cast<Communicator*>(tp), TpWait::kForward);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {SeqReduceScatter(g[0], Comm(ctx)), at::Tensor()};
+    return {SeqReduceScatter(g[0], Comm(ctx), TpWait::kBackward), at::Tensor()};
   }
 };
 
 struct ReduceScatterToSeqFn : torch::autograd::Function<ReduceScatterToSeqFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t tp) {
     ctx->saved_data["tp"] = tp;
-    return SeqReduceScatter(x, *reinterpret_cast<Communicator*>(tp));
+    return SeqReduceScatter(x, *reinterpret_cast<Communicator*>(tp), TpWait::kForward);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    return {SeqAllGather(g[0], Comm(ctx)), at::Tensor()};
+    return {SeqAllGather(g[0], Comm(ctx), TpWait::kBackward), at::Tensor()};
   }
 };
 
@@ -117,16 +118,16 @@ struct ColumnParallelLinearSeqFn : torch::autograd::Function<ColumnParallelLinea
                             int64_t tp) {
     ctx->saved_data["tp"] = tp;
     ctx->save_for_backward({x_local, w});  // the local shard only: backward gathers it again
-    return at::linear(SeqAllGather(x_local, *reinterpret_cast<Communicator*>(tp)), w, b);
+    return at::linear(SeqAllGather(x_local, *reinterpret_cast<Communicator*>(tp), TpWait::kForward), w, b);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     const auto saved = ctx->get_saved_variables();
     Communicator& tp = Comm(ctx);
-    const at::Tensor total = SeqAllGather(saved[0], tp);
+    const at::Tensor total = SeqAllGather(saved[0], tp, TpWait::kBackward);
     const at::Tensor g2 = g[0].reshape({-1, g[0].size(-1)});
     const at::Tensor grad_w = g2.t().mm(total.reshape({-1, total.size(-1)}));
     const at::Tensor grad_b = g2.sum(0);
-    const at::Tensor grad_x = SeqReduceScatter(g[0].matmul(saved[1]), tp);
+    const at::Tensor grad_x = SeqReduceScatter(g[0].matmul(saved[1]), tp, TpWait::kBackward);
     return {grad_x, grad_w, grad_b, at::Tensor()};
   }
 };
@@ -168,7 +169,7 @@ at::Tensor VocabParallelCrossEntropy(const at::Tensor& local, const at::Tensor& 
   // maxima, take the max.
   at::Tensor lmax = std::get<0>(local.detach().max(1)).contiguous();
   at::Tensor all = at::empty({tp.size() * n}, lmax.options());
-  Waited(tp.AllGather(all, lmax));
+  Waited(tp.AllGather(all, lmax), TpWait::kForward);
   const at::Tensor gmax = std::get<0>(all.view({tp.size(), n}).max(0));
   const at::Tensor z = local - gmax.unsqueeze(1);
   const at::Tensor sum_exp = ReduceFromTp(at::exp(z).sum(1), tp);

@@ -25,10 +25,14 @@ double TpWaitSeconds();
 // One wait for a TP collective: when it began and ended (steady clock, ns: one clock for every
 // process of the machine), in the order this rank issued them, so TP peers' i-th entries are the
 // same collective (tools/tp_wait_skew.py); and the CPU the process had used by then (every
-// thread, ns), so the CPU spent inside the waits and between them can be told apart.
+// thread, ns), so the CPU spent inside the waits and between them can be told apart; and whether
+// a forward or a backward issued it, so each wait can be set beside what the other groups' ranks
+// were running (in 1f1b one stage runs a forward while the other runs a backward).
 struct TpWait {
+  enum Phase : int { kForward = 0, kBackward = 1 };
   int64_t begin_ns, end_ns;
   int64_t cpu_begin_ns, cpu_end_ns;
+  Phase phase;
 };
 // While on, every wait is also kept in a log; TakeTpWaitLog returns it and empties it.
 void SetTpWaitLogging(bool on);

@@ -71,12 +71,13 @@ void WriteLogFile(const std::string& path, const std::string& text) {
   }
 }
 
-// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns cpu_begin_ns cpu_end_ns"
-// (the process CPU clock at its ends).
+// --tp-wait-log: one line per TP wait of the timed steps, "begin_ns end_ns cpu_begin_ns cpu_end_ns
+// phase" (the process CPU clock at its ends; phase 0 for a forward's collective, 1 a backward's).
 void WriteTpWaitLog(const std::string& path) {
   std::string lines;
   for (const auto& w : baseline3d::TakeTpWaitLog()) {
-    absl::StrAppend(&lines, w.begin_ns, " ", w.end_ns, " ", w.cpu_begin_ns, " ", w.cpu_end_ns, "\n");
+    absl::StrAppend(&lines, w.begin_ns, " ", w.end_ns, " ", w.cpu_begin_ns, " ", w.cpu_end_ns, " ",
+                    static_cast<int>(w.phase), "\n");
   }
   WriteLogFile(path, lines);
 }
