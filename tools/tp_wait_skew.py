@@ -52,7 +52,7 @@ def load(path):
     forward's collective, 1 a backward's), one width a file."""
     def parse(parts, rows):
         if (len(parts) not in (2, 4, 5) or (rows and len(parts) != len(rows[0]))
-                or not all(p.lstrip("-").isdigit() for p in parts) or (len(parts) == 5 and parts[4] not in "01")):
+                or not all(p.lstrip("-").isdigit() for p in parts) or (len(parts) == 5 and parts[4] not in ("0", "1"))):
             return None
         return tuple(int(p) for p in parts)
     return read_rows(path, parse, "'begin_ns end_ns', 'begin_ns end_ns cpu_begin_ns cpu_end_ns' or those and a phase "
