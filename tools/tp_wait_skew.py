@@ -124,10 +124,15 @@ def bin_waits(logs, nbins, bin_of):
     return [(n, wall, cpu if has_cpu else None) for n, wall, cpu in bins]
 
 
+def begin_times(logs):
+    """Per rank, its waits' begins (sorted: a rank logs its waits in issue order), for bisect."""
+    return [[row[0] for row in rows] for rows in logs]
+
+
 def busy_split(logs, tp):
     """Per bin of 'busy' (the mean share of a wait that the other groups' ranks spent outside their own
     TP waits): [waits, wall ns, cpu ns or None]."""
-    begins = [[row[0] for row in rows] for rows in logs]
+    begins = begin_times(logs)
     others = [[o for o in range(len(logs)) if o // tp != r // tp] for r in range(len(logs))]
 
     def bin_of(r, k):
@@ -190,7 +195,7 @@ def phase_split(logs, tp):
     a rank's phase at a time is that of its last wait begun by then, or its first): [waits, wall ns, cpu
     ns]. In 1f1b one stage runs a forward beside the other's backward on the same cores; the groups of
     a tp x dp job run the same phase unless they drift apart."""
-    begins = [[row[0] for row in rows] for rows in logs]
+    begins = begin_times(logs)
 
     def phase_at(o, t):
         return logs[o][max(0, bisect.bisect_right(begins[o], t) - 1)][4]
@@ -199,7 +204,7 @@ def phase_split(logs, tp):
         b, e, _, _, own = logs[r][k]
         # the rank at the same TP index in each other group
         others = {phase_at(o, (b + e) // 2) for o in range(r % tp, len(logs), tp) if o // tp != r // tp}
-        return own * 3 + (others.pop() if len(others) == 1 else 2)
+        return PHASE_BINS.index(PHASES[own] + "|" + (PHASES[others.pop()] if len(others) == 1 else "m"))
     return bin_waits(logs, len(PHASE_BINS), bin_of)
 
 
@@ -342,7 +347,6 @@ def main():
             print(f"{r:>4} {per_step:>6} {w:>8.4f} {t:>9.4f} {s:>8.4f}")
     if has_cpu_clock(logs):
         print_cpu(logs, a.steps)
-    if has_cpu_clock(logs):
         print_gap(logs, a.steps)
     if a.world > a.tp:
         print_busy(logs, a.tp, a.steps)
