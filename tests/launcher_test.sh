@@ -1,6 +1,7 @@
 #!/bin/bash
 # End-to-end launcher tests with real processes: a 4-rank run, a rank killed with SIGKILL
-# mid-collective, bad input, and a program started by hand with torchrun's variables.
+# mid-collective, bad input, a program started by hand with torchrun's variables, and ranks pinned
+# to CPUs.
 set -u
 RUNFILES="${TEST_SRCDIR:-$PWD/..}/zeropp"
 LAUNCHER="$RUNFILES/tools/launcher"
@@ -125,6 +126,54 @@ if [[ $rc -ne 0 && "$out" == "zpp run: --malloc: got 'tcmalloc', expected system
 else
   fail "unknown allocator (rc=$rc): $out"
 fi
+
+# 7. --bind-cores pins local rank l to its share of the CPUs, in order: 4 ranks on 2 CPUs pair up
+# (ranks 0,1 on the first, 2,3 on the second), 2 ranks get one each, 1 rank gets both; auto is the
+# launcher's own CPU set. Each rank reads the kernel's Cpus_allowed_list. Bad lists are refused.
+expand_list() {  # "0-2,5" -> "0 1 2 5"
+  local item out=""
+  for item in ${1//,/ }; do
+    if [[ "$item" == *-* ]]; then out="$out $(seq -s ' ' "${item%-*}" "${item#*-}")"; else out="$out $item"; fi
+  done
+  echo $out
+}
+cpus_of() {  # launcher output -> "rank:list" per rank, sorted
+  sed -nE 's/^\[rank ([0-9]+)\] Cpus_allowed_list:[[:space:]]*(.*)$/\1:\2/p' <<<"$1" | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+OWN="$(sed -nE 's/^Cpus_allowed_list:[[:space:]]*(.*)$/\1/p' /proc/self/status)"
+read -r -a ALLOWED <<<"$(expand_list "$OWN")"
+SHOW=(/bin/sh -c 'grep Cpus_allowed_list /proc/self/status')
+if (( ${#ALLOWED[@]} < 2 )); then
+  echo "SKIP: --bind-cores pairing needs 2 CPUs; this test may use only $OWN"
+else
+  A=${ALLOWED[0]} B=${ALLOWED[1]}
+  BOTH="$A,$B"; (( B == A + 1 )) && BOTH="$A-$B"
+  out="$("$LAUNCHER" --nproc-per-node 4 --bind-cores "$A,$B" -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
+  [[ "$got" == "0:$A 1:$A 2:$B 3:$B" ]] && pass "4 ranks on CPUs $A,$B: $got" || fail "4 ranks on $A,$B: [$got] from $out"
+  out="$(ZEROPP_BIND_CORES="$A,$B" "$LAUNCHER" --nproc-per-node 2 -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
+  [[ "$got" == "0:$A 1:$B" ]] && pass "2 ranks by ZEROPP_BIND_CORES: $got" || fail "2 ranks by variable: [$got] from $out"
+  out="$("$LAUNCHER" --nproc-per-node 1 --bind-cores "$A,$B" -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
+  [[ "$got" == "0:$BOTH" ]] && pass "1 rank on both: $got" || fail "1 rank on $A,$B: [$got] from $out"
+  out="$(ZEROPP_BIND_CORES="$A" "$LAUNCHER" --nproc-per-node 2 --bind-cores none -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
+  [[ "$got" == "0:$OWN 1:$OWN" ]] && pass "--bind-cores none overrides the variable: $got" || fail "none: [$got] from $out"
+  out="$("$LAUNCHER" --nproc-per-node 4 --bind-cores "$A,$B" -- "$PROG" 2>&1)"; rc=$?
+  if [[ $rc -eq 0 ]] && [[ $(grep -c '^\[rank [0-3]\] rank [0-3] ok sum=10$' <<<"$out") -eq 4 ]]; then
+    pass "4 pinned ranks run their collectives"
+  else
+    fail "4 pinned ranks (rc=$rc): $out"
+  fi
+fi
+out="$("$LAUNCHER" --nproc-per-node 1 --bind-cores auto -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
+[[ "$got" == "0:$OWN" ]] && pass "auto, 1 rank: the launcher's own CPUs $got" || fail "auto: [$got] from $out"
+check_bad "bad CPU list" "--bind-cores: got '${ALLOWED[0]},x', expected none, auto, or a CPU list such as 0-3,8 ('x' is" \
+  "$LAUNCHER" --nproc-per-node 2 --bind-cores "${ALLOWED[0]},x" -- /bin/true
+check_bad "descending range" "('3-1' is not a CPU or an ascending range; this launcher may use $OWN)" \
+  "$LAUNCHER" --nproc-per-node 2 --bind-cores 3-1 -- /bin/true
+check_bad "CPU listed twice" "--bind-cores: got '${ALLOWED[0]},${ALLOWED[0]}': CPU ${ALLOWED[0]} is listed twice" \
+  "$LAUNCHER" --nproc-per-node 2 --bind-cores "${ALLOWED[0]},${ALLOWED[0]}" -- /bin/true
+NOT=$(( ${ALLOWED[-1]} + 1 ))
+check_bad "CPU not allowed" "ZEROPP_BIND_CORES: got '$NOT': CPU $NOT is not one this launcher may use ($OWN)" \
+  env ZEROPP_BIND_CORES="$NOT" "$LAUNCHER" --nproc-per-node 2 -- /bin/true
 
 # The port the launcher picks for rank 0's store lies below the kernel's ephemeral range, which
 # outgoing connections and port-0 listeners draw from (so none of theirs can take it first).

@@ -1,7 +1,8 @@
 // launcher: `zpp run`, a torchrun-compatible launcher for one node's ranks.
 //
 //   launcher --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
-//            [--socket-ifname IF] [--malloc system|jemalloc] -- PROGRAM ARGS...
+//            [--socket-ifname IF] [--malloc system|jemalloc] [--bind-cores none|auto|LIST]
+//            -- PROGRAM ARGS...
 //
 // Starts N processes with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT (and OMP_NUM_THREADS=1 and TORCH_CPP_LOG_LEVEL=FATAL unless set; GLOO_SOCKET_IFNAME
@@ -15,11 +16,19 @@
 // for programs without the Trainer's host block cache (zeropp/host_allocator.h) or to compare
 // with it: on the 4-rank zeropp-vs-3d ZeRO-3 layout anonymous RSS grows 79-106 MB under glibc alone
 // for 39 MB of live heap, 49 MB with the block cache, 44 MB with jemalloc.
+// --bind-cores auto (or a CPU list such as 0-7,16; or ZEROPP_BIND_CORES) pins every local rank to
+// its share of those CPUs (auto: the launcher's own CPU set), in order: with N ranks on C CPUs,
+// local rank l gets CPUs [l*C/N, (l+1)*C/N) when N <= C (DeepSpeed's --bind_cores_to_rank), and
+// CPU floor(l*C/N) when N > C, so consecutive ranks (a tensor-parallel group, the innermost)
+// share one CPU. OMP_NUM_THREADS stays 1 unless set. On the 2-core box, 4 ranks unpinned, the
+// pipeline layouts' TP pairs spent 1.27x tp2 x dp2's CPU per collective, 1.08x with each pair on
+// one core (benchmarks/results/tp-wait-pinning-2026-12-07.txt, a taskset wrapper then).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -27,12 +36,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +76,9 @@ struct Args {
   int max_restarts = 0;
   std::string socket_ifname;  // --socket-ifname: GLOO_SOCKET_IFNAME for every rank
   std::string malloc_lib;     // --malloc jemalloc: the library every rank preloads ("" = glibc's)
+  std::string bind_flag;      // the flag (or variable) --bind-cores came from, for its error lines
+  std::string bind_value;     // none (or ""), auto, or a CPU list
+  std::vector<std::vector<int>> rank_cpus;  // per local rank, the CPUs it is pinned to (empty: not pinned)
   std::vector<std::string> program;
 };
 
@@ -92,9 +106,84 @@ std::string MallocLibrary(const std::string& flag, const std::string& v) {
   return lib;
 }
 
+// The CPUs this process may run on (sched_getaffinity), ascending.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) Die(std::string("sched_getaffinity: ") + strerror(errno));
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::string CpuList(const std::vector<int>& cpus) {
+  std::string s;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!s.empty()) s += ',';
+    s += std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+    i = j + 1;
+  }
+  return s;
+}
+
+// --bind-cores: each local rank's CPUs, in the order the list gives them (see the file comment).
+std::vector<std::vector<int>> RankCpus(const std::string& flag, const std::string& v, int nproc) {
+  if (v.empty() || v == "none") return {};
+  const std::vector<int> allowed = AllowedCpus();
+  std::vector<int> cpus;
+  if (v == "auto") {
+    cpus = allowed;
+  } else {
+    std::set<int> seen;
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t end = v.find(',', start);
+      if (end == std::string::npos) end = v.size();
+      const std::string item = v.substr(start, end - start);
+      const size_t dash = item.find('-');
+      const std::string lo_s = item.substr(0, dash), hi_s = dash == std::string::npos ? lo_s : item.substr(dash + 1);
+      const bool digits = !lo_s.empty() && !hi_s.empty() && lo_s.size() <= 6 && hi_s.size() <= 6 &&
+                          lo_s.find_first_not_of("0123456789") == std::string::npos &&
+                          hi_s.find_first_not_of("0123456789") == std::string::npos;
+      const int lo = digits ? std::stoi(lo_s) : -1, hi = digits ? std::stoi(hi_s) : -1;
+      if (!digits || lo > hi) {
+        Die(flag + ": got '" + v + "', expected none, auto, or a CPU list such as 0-3,8 ('" + item +
+            "' is not a CPU or an ascending range; this launcher may use " + CpuList(allowed) + ")");
+      }
+      for (int c = lo; c <= hi; ++c) {
+        if (!seen.insert(c).second) Die(flag + ": got '" + v + "': CPU " + std::to_string(c) + " is listed twice");
+        if (!std::binary_search(allowed.begin(), allowed.end(), c)) {
+          Die(flag + ": got '" + v + "': CPU " + std::to_string(c) + " is not one this launcher may use (" +
+              CpuList(allowed) + ")");
+        }
+        cpus.push_back(c);
+      }
+      start = end + 1;
+    }
+  }
+  const int n = static_cast<int>(cpus.size());
+  std::vector<std::vector<int>> out(nproc);
+  for (int l = 0; l < nproc; ++l) {
+    if (nproc <= n) {
+      out[l].assign(cpus.begin() + static_cast<long>(l) * n / nproc, cpus.begin() + static_cast<long>(l + 1) * n / nproc);
+    } else {
+      out[l] = {cpus[static_cast<long>(l) * n / nproc]};
+    }
+  }
+  return out;
+}
+
 Args Parse(int argc, char** argv) {
   Args a;
   if (const char* m = std::getenv("ZEROPP_MALLOC")) a.malloc_lib = MallocLibrary("ZEROPP_MALLOC", m);
+  if (const char* b = std::getenv("ZEROPP_BIND_CORES")) {
+    a.bind_flag = "ZEROPP_BIND_CORES";
+    a.bind_value = b;
+  }
   int i = 1;
   auto value = [&](const std::string& flag) -> std::string {
     if (i + 1 >= argc) Die(flag + ": missing value");
@@ -123,14 +212,19 @@ Args Parse(int argc, char** argv) {
       a.max_restarts = ParseInt(f, value(f), 0, 1000);
     } else if (f == "--malloc") {
       a.malloc_lib = MallocLibrary(f, value(f));
+    } else if (f == "--bind-cores" || f == "--bind_cores") {
+      a.bind_flag = "--bind-cores";
+      a.bind_value = value(f);
     } else if (f == "-h" || f == "--help") {
       std::printf(
           "usage: zpp run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-          "--master-port P] [--socket-ifname IF] [--max-restarts K] [--malloc system|jemalloc] -- PROGRAM ARGS...\n");
+          "--master-port P] [--socket-ifname IF] [--max-restarts K] [--malloc system|jemalloc] "
+          "[--bind-cores none|auto|LIST] -- PROGRAM ARGS...\n");
       std::exit(0);
     } else {
       Die("unknown flag '" + f + "' (expected --nproc-per-node, --nnodes, --node-rank, "
-          "--master-addr, --master-port, --socket-ifname, --max-restarts, --malloc, then -- PROGRAM ARGS)");
+          "--master-addr, --master-port, --socket-ifname, --max-restarts, --malloc, --bind-cores, then -- PROGRAM "
+          "ARGS)");
     }
   }
   for (; i < argc; ++i) a.program.push_back(argv[i]);
@@ -144,6 +238,7 @@ Args Parse(int argc, char** argv) {
     Die("--max-restarts: got " + std::to_string(a.max_restarts) + " with --nnodes " + std::to_string(a.nnodes) +
         ", expected --nnodes 1 (restarts across nodes need a rendezvous this launcher does not have)");
   }
+  a.rank_cpus = RankCpus(a.bind_flag, a.bind_value, a.nproc);
   return a;
 }
 
@@ -362,6 +457,16 @@ Outcome RunOnce(const Args& args, const std::string& program, int attempt) {
         const char* pre = std::getenv("LD_PRELOAD");
         const std::string v = args.malloc_lib + (pre && *pre ? std::string(":") + pre : std::string());
         setenv("LD_PRELOAD", v.c_str(), 1);
+      }
+      if (!args.rank_cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c : args.rank_cpus[l]) CPU_SET(c, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+          std::fprintf(stderr, "--bind-cores: cannot pin local rank %d to CPUs %s: %s\n", l,
+                       CpuList(args.rank_cpus[l]).c_str(), strerror(errno));
+          _exit(127);
+        }
       }
       setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
       setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(args.max_restarts).c_str(), 1);
