@@ -53,7 +53,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //tools:plan
 HW=scheduler/planner/hardware/cpu-local.json
-echo "# command: ./zpp bench planner-local $*  ($(date -u +%Y-%m-%d))"
+echo "# command: ${ZEROPP_BIND_CORES:+ZEROPP_BIND_CORES=$ZEROPP_BIND_CORES }./zpp bench planner-local $*  ($(date -u +%Y-%m-%d))"
 if (($# == 0)); then
   # Measurements and calibration from one invocation: the benches' own committed tables may come from
   # another machine than cpu-local.json.
