@@ -150,8 +150,12 @@ else
   BOTH="$A,$B"; (( B == A + 1 )) && BOTH="$A-$B"
   out="$("$LAUNCHER" --nproc-per-node 4 --bind-cores "$A,$B" -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
   [[ "$got" == "0:$A 1:$A 2:$B 3:$B" ]] && pass "4 ranks on CPUs $A,$B: $got" || fail "4 ranks on $A,$B: [$got] from $out"
+  # More ranks than CPUs: one note, naming the counts (it costs whole steps; see the launcher).
+  [[ $(grep -c "^launcher: note: --bind-cores $A,$B: 4 ranks on 2 CPUs, so consecutive ranks share a CPU" <<<"$out") -eq 1 ]] &&
+    pass "4 ranks on 2 CPUs: the sharing is noted once" || fail "4 ranks on 2 CPUs: no (or repeated) note in: $out"
   out="$(ZEROPP_BIND_CORES="$A,$B" "$LAUNCHER" --nproc-per-node 2 -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
   [[ "$got" == "0:$A 1:$B" ]] && pass "2 ranks by ZEROPP_BIND_CORES: $got" || fail "2 ranks by variable: [$got] from $out"
+  grep -q "share a CPU" <<<"$out" && fail "2 ranks on 2 CPUs noted as sharing: $out" || pass "2 ranks on 2 CPUs: no note"
   out="$("$LAUNCHER" --nproc-per-node 1 --bind-cores "$A,$B" -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"
   [[ "$got" == "0:$BOTH" ]] && pass "1 rank on both: $got" || fail "1 rank on $A,$B: [$got] from $out"
   out="$(ZEROPP_BIND_CORES="$A" "$LAUNCHER" --nproc-per-node 2 --bind-cores none -- "${SHOW[@]}" 2>&1)"; got="$(cpus_of "$out")"

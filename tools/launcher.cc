@@ -166,6 +166,15 @@ std::vector<std::vector<int>> RankCpus(const std::string& flag, const std::strin
     }
   }
   const int n = static_cast<int>(cpus.size());
+  if (nproc > n) {
+    // Measured on a 2-core box: pinned, 4-rank jobs' steps ran 1.10-1.33x as long as unpinned (the
+    // 3D ones the longest), 2 ranks on 2 CPUs 0.82x: benchmarks/results/planner-local-pinning-2026-12-07.txt.
+    std::fprintf(stderr,
+                 "launcher: note: %s %s: %d ranks on %d CPUs, so consecutive ranks share a CPU and none may run on "
+                 "another's idle one; on a 2-core box such pinned steps ran 1.10-1.33x as long as unpinned: pin only "
+                 "where each rank has its own CPUs\n",
+                 flag.c_str(), v.c_str(), nproc, n);
+  }
   std::vector<std::vector<int>> out(nproc);
   for (int l = 0; l < nproc; ++l) {
     if (nproc <= n) {
