@@ -23,6 +23,7 @@
 // share one CPU. OMP_NUM_THREADS stays 1 unless set. On the 2-core box, 4 ranks unpinned, the
 // pipeline layouts' TP pairs spent 1.27x tp2 x dp2's CPU per collective, 1.08x with each pair on
 // one core (benchmarks/results/tp-wait-pinning-2026-12-07.txt, a taskset wrapper then).
+// Whole steps, though, ran longer pinned when N > C (noted on stderr; see RankCpus).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
